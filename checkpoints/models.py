@@ -1,0 +1,246 @@
+"""Save-state storage: the lower layer. It never imports `quests`; missions and runs are string
+references so that this layer can be reasoned about (and purged) on its own."""
+
+from django.db import models
+from django.db.models import Q
+
+
+class RetentionClass(models.TextChoices):
+    WORKING = "working", "Working state"
+    LONG_TERM = "long_term", "Long-term memory"
+
+
+class Lifecycle(models.Model):
+    """Lifecycle metadata carried by every stored piece of state (the seed's privacy requirement):
+    when it was created, its retention class, whether the user approved keeping it, and when it
+    expires. The owning mission is each model's own foreign key."""
+
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    retention_class = models.CharField(
+        max_length=16, choices=RetentionClass.choices, default=RetentionClass.WORKING
+    )
+    retention_approved_at = models.DateTimeField(null=True, blank=True)
+    expires_at = models.DateTimeField(null=True, blank=True, db_index=True)
+
+    class Meta:
+        abstract = True
+
+
+class Blob(Lifecycle):
+    """Content-addressed bytes: stored once however many checkpoints refer to them."""
+
+    sha256 = models.CharField(max_length=64, primary_key=True)
+    data = models.BinaryField()
+    size_bytes = models.PositiveIntegerField()
+    media_type = models.CharField(max_length=64, default="application/json")
+
+    def __str__(self) -> str:
+        return f"{self.sha256[:12]} ({self.size_bytes} B)"
+
+
+class Trigger(models.TextChoices):
+    AGENT = "agent"
+    BACKGROUND = "background"
+    APPROVAL = "approval"
+    MILESTONE = "milestone"
+    STOP = "stop"
+    RESTORE = "restore"
+
+
+class Checkpoint(Lifecycle):
+    """An immutable snapshot of a mission's save state. The state document and the agent's own
+    state are stored part by part as blob references, so an unchanged part costs a reference."""
+
+    mission = models.ForeignKey("quests.Mission", on_delete=models.CASCADE, related_name="checkpoints")
+    run = models.ForeignKey("quests.Run", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    parent = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="children")
+    seq = models.PositiveIntegerField()
+    trigger = models.CharField(max_length=16, choices=Trigger.choices)
+    hash = models.CharField(max_length=64)
+    verified = models.BooleanField(default=False)
+    verified_at = models.DateTimeField(null=True, blank=True)
+    note = models.TextField(blank=True, default="")
+    state_refs = models.JSONField(default=dict)
+    agent_state_refs = models.JSONField(default=dict)
+    record_watermark = models.BigIntegerField(default=0)
+    size_bytes = models.PositiveIntegerField(default=0)
+    agent_state_bytes = models.PositiveIntegerField(default=0)
+    new_bytes = models.PositiveIntegerField(default=0)
+    compaction_report = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["mission", "seq"], name="checkpoint_seq_unique_per_mission")]
+        indexes = [models.Index(fields=["mission", "-seq"], name="checkpoint_mission_seq_desc")]
+        ordering = ["-seq"]
+
+    def __str__(self) -> str:
+        return f"#{self.seq} {self.trigger}"
+
+
+class RecordKind(models.TextChoices):
+    DECISION = "decision"
+    OPEN_QUESTION = "open_question"
+    BLOCKER = "blocker"
+    DEPENDENCY = "dependency"
+    EVIDENCE = "evidence"
+    NOTE = "note"
+    TOOL_OUTPUT = "tool_output"
+
+
+# Kinds that are kept in every checkpoint until resolved, and never compacted.
+DURABLE_RECORD_KINDS = (RecordKind.DECISION, RecordKind.OPEN_QUESTION, RecordKind.BLOCKER, RecordKind.DEPENDENCY)
+
+
+class Record(Lifecycle):
+    mission = models.ForeignKey("quests.Mission", on_delete=models.CASCADE, related_name="records")
+    run = models.ForeignKey("quests.Run", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    kind = models.CharField(max_length=16, choices=RecordKind.choices)
+    text = models.TextField()
+    data = models.JSONField(null=True, blank=True)
+    blob = models.ForeignKey(Blob, null=True, blank=True, on_delete=models.PROTECT, related_name="+")
+    size_bytes = models.PositiveIntegerField(default=0)
+    resolved = models.BooleanField(default=False)
+    resolved_by = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    abandoned = models.BooleanField(default=False)
+    archived = models.BooleanField(default=False)
+
+    class Meta:
+        indexes = [
+            models.Index(
+                fields=["mission", "kind", "id"],
+                name="record_live_by_kind",
+                condition=Q(resolved=False, abandoned=False),
+            )
+        ]
+        ordering = ["id"]
+
+    def __str__(self) -> str:
+        return f"{self.kind}: {self.text[:40]}"
+
+
+class OperationStatus(models.TextChoices):
+    PLANNED = "planned"
+    ATTEMPTED = "attempted"
+    COMPLETED = "completed"
+    FAILED = "failed"
+
+
+class Operation(Lifecycle):
+    """One external side effect, keyed by an idempotency key unique per mission."""
+
+    mission = models.ForeignKey("quests.Mission", on_delete=models.CASCADE, related_name="operations")
+    run = models.ForeignKey("quests.Run", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    key = models.CharField(max_length=200)
+    request_hash = models.CharField(max_length=64)
+    kind = models.CharField(max_length=100)
+    target = models.CharField(max_length=500)
+    request = models.JSONField(default=dict)
+    status = models.CharField(max_length=16, choices=OperationStatus.choices, default=OperationStatus.PLANNED)
+    attempts = models.PositiveIntegerField(default=0)
+    max_attempts = models.PositiveIntegerField(default=3)
+    external_id = models.CharField(max_length=500, blank=True, default="")
+    external_status = models.CharField(max_length=100, blank=True, default="")
+    receipt = models.JSONField(null=True, blank=True)
+    completion_hash = models.CharField(max_length=64, blank=True, default="")
+    error = models.TextField(blank=True, default="")
+    retryable = models.BooleanField(null=True, blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["mission", "key"], name="operation_key_unique_per_mission")]
+        ordering = ["id"]
+
+    def __str__(self) -> str:
+        return f"{self.key} ({self.status})"
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.status == OperationStatus.COMPLETED
+
+
+class OperationEvent(models.Model):
+    """History of what was learned about an operation's external object (attempts, receipts,
+    later observations such as `confirmed` → `cancelled`)."""
+
+    operation = models.ForeignKey(Operation, on_delete=models.CASCADE, related_name="events")
+    created_at = models.DateTimeField(auto_now_add=True)
+    event = models.CharField(max_length=16)
+    external_status = models.CharField(max_length=100, blank=True, default="")
+    receipt = models.JSONField(null=True, blank=True)
+    error = models.TextField(blank=True, default="")
+
+    class Meta:
+        ordering = ["id"]
+
+
+class SnapshotRequest(models.Model):
+    """A request for a background snapshot: the database row, not the broker message, is the
+    source of truth for work to do, so a lost message delays a snapshot but never loses it."""
+
+    class Status(models.TextChoices):
+        PENDING = "pending"
+        CLAIMED = "claimed"
+        DONE = "done"
+
+    mission = models.ForeignKey("quests.Mission", on_delete=models.CASCADE, related_name="snapshot_requests")
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
+    requested_at = models.DateTimeField(auto_now_add=True)
+    not_before = models.DateTimeField()
+    claimed_at = models.DateTimeField(null=True, blank=True)
+    claim_token = models.CharField(max_length=64, blank=True, default="")
+    attempts = models.PositiveIntegerField(default=0)
+    enqueued_at = models.DateTimeField(null=True, blank=True)
+    completed_at = models.DateTimeField(null=True, blank=True)
+    checkpoint = models.ForeignKey(Checkpoint, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    outcome = models.CharField(max_length=32, blank=True, default="")
+
+    class Meta:
+        constraints = [
+            # At most one open request per mission: activity during the debounce window joins it.
+            models.UniqueConstraint(
+                fields=["mission"],
+                condition=Q(status__in=["pending", "claimed"]),
+                name="one_open_snapshot_request_per_mission",
+            )
+        ]
+        indexes = [models.Index(fields=["status", "not_before"], name="snapshot_request_due")]
+
+
+class RetentionPolicy(models.Model):
+    """Staff-set rules for how long state is kept. One row is in force (the newest)."""
+
+    grace_days = models.PositiveIntegerField(default=30, help_text="Days working state is kept after its mission ends.")
+    approved_max_days = models.PositiveIntegerField(
+        default=365, help_text="Days a quest's history is kept when its owner chose to keep it."
+    )
+    memory_max_days = models.PositiveIntegerField(default=365, help_text="Days a memory item lives before renewal.")
+    snapshot_prune_days = models.PositiveIntegerField(default=7, help_text="Background snapshots older than this are pruned.")
+    snapshot_keep_newest = models.PositiveIntegerField(default=20, help_text="Background snapshots always kept per mission.")
+    purge_batch_size = models.PositiveIntegerField(default=200)
+    updated_at = models.DateTimeField(auto_now=True)
+    updated_by = models.ForeignKey("auth.User", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+
+    class Meta:
+        verbose_name_plural = "retention policies"
+
+    def __str__(self) -> str:
+        return f"grace {self.grace_days}d, memory {self.memory_max_days}d"
+
+    @classmethod
+    def current(cls) -> "RetentionPolicy":
+        policy = cls.objects.order_by("-id").first()
+        return policy or cls.objects.create()
+
+
+class PurgeLog(models.Model):
+    created_at = models.DateTimeField(auto_now_add=True)
+    policy = models.ForeignKey(RetentionPolicy, null=True, on_delete=models.SET_NULL, related_name="+")
+    policy_snapshot = models.JSONField(default=dict)
+    as_of = models.DateTimeField()
+    dry_run = models.BooleanField(default=False)
+    counts = models.JSONField(default=dict)
+    trigger = models.CharField(max_length=32, default="schedule")
+    actor = models.CharField(max_length=150, blank=True, default="")
+
+    class Meta:
+        ordering = ["-id"]

@@ -1,0 +1,180 @@
+"""One settings module, driven by the environment, with development defaults that just work.
+
+Every setting a deployer may change is read here and listed in the README's configuration table.
+"""
+
+import os
+from datetime import timedelta
+from pathlib import Path
+
+import dj_database_url
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+
+def env_bool(name: str, default: bool) -> bool:
+    value = os.environ.get(name)
+    if value is None:
+        return default
+    return value.strip().lower() in {"1", "true", "yes", "on"}
+
+
+def env_int(name: str, default: int) -> int:
+    value = os.environ.get(name)
+    return int(value) if value not in (None, "") else default
+
+
+DATA_DIR = Path(os.environ.get("QUESTLOG_DATA_DIR") or BASE_DIR / "var").resolve()
+DATA_DIR.mkdir(parents=True, exist_ok=True)
+
+SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "dev-only-insecure-key-change-me-in-production")
+DEBUG = env_bool("DJANGO_DEBUG", True)
+ALLOWED_HOSTS = [
+    h.strip() for h in os.environ.get("DJANGO_ALLOWED_HOSTS", "localhost,127.0.0.1,[::1]").split(",") if h.strip()
+]
+CSRF_TRUSTED_ORIGINS = [
+    o.strip() for o in os.environ.get("DJANGO_CSRF_TRUSTED_ORIGINS", "").split(",") if o.strip()
+]
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "django_htmx",
+    "checkpoints",
+    "quests",
+]
+
+MIDDLEWARE = [
+    "quests.middleware.ApiBodyLimitMiddleware",
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django_htmx.middleware.HtmxMiddleware",
+]
+
+ROOT_URLCONF = "config.urls"
+WSGI_APPLICATION = "config.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+                "quests.context_processors.navigation",
+            ],
+        },
+    },
+]
+
+# SQLite as the embedded default is set up for a web server and a worker writing at once:
+# WAL lets readers proceed during a write, IMMEDIATE takes the write lock at BEGIN (so two writers
+# queue instead of failing on lock upgrade), and the busy timeout makes the queue wait.
+_default_sqlite = f"sqlite:///{DATA_DIR / 'questlog.sqlite3'}"
+DATABASES = {"default": dj_database_url.parse(os.environ.get("DATABASE_URL", _default_sqlite), conn_max_age=0)}
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    DATABASES["default"]["OPTIONS"] = {
+        "transaction_mode": "IMMEDIATE",
+        "timeout": 20,
+        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON;",
+    }
+else:
+    DATABASES["default"].setdefault("TEST", {})
+
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+]
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = os.environ.get("QUESTLOG_TIME_ZONE", "UTC")
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATIC_ROOT = DATA_DIR / "staticfiles"
+STATIC_ROOT.mkdir(parents=True, exist_ok=True)
+WHITENOISE_USE_FINDERS = True
+
+LOGIN_URL = "/accounts/login/"
+LOGIN_REDIRECT_URL = "/"
+LOGOUT_REDIRECT_URL = "/accounts/login/"
+
+# The API enforces its own body limit (QUESTLOG_MAX_BODY_BYTES) with a JSON 413; Django's own
+# limit would answer 400 with an HTML page, so it is set to the largest body the API ever takes.
+QUESTLOG_MAX_BODY_BYTES = env_int("QUESTLOG_MAX_BODY_BYTES", 1024 * 1024)
+QUESTLOG_MAX_TOOL_OUTPUT_BYTES = env_int("QUESTLOG_MAX_TOOL_OUTPUT_BYTES", 10 * 1024 * 1024)
+DATA_UPLOAD_MAX_MEMORY_SIZE = max(QUESTLOG_MAX_BODY_BYTES, QUESTLOG_MAX_TOOL_OUTPUT_BYTES) + 64 * 1024
+
+QUESTLOG_HEARTBEAT_TIMEOUT = env_int("QUESTLOG_HEARTBEAT_TIMEOUT", 60)
+QUESTLOG_ACTIVE_NOTES = env_int("QUESTLOG_ACTIVE_NOTES", 20)
+QUESTLOG_PREVIEW_CHARS = env_int("QUESTLOG_PREVIEW_CHARS", 280)
+QUESTLOG_SNAPSHOT_INTERVAL = env_int("QUESTLOG_SNAPSHOT_INTERVAL", 10)
+QUESTLOG_SNAPSHOT_SWEEP_INTERVAL = env_int("QUESTLOG_SNAPSHOT_SWEEP_INTERVAL", 30)
+QUESTLOG_STALLED_SWEEP_INTERVAL = env_int("QUESTLOG_STALLED_SWEEP_INTERVAL", 15)
+QUESTLOG_MAINTENANCE_INTERVAL = env_int("QUESTLOG_MAINTENANCE_INTERVAL", 3600)
+
+# Celery: Redis in production; a broker that needs no server (kombu's filesystem transport)
+# as the embedded default so `make run` works on a fresh machine.
+_broker_dir = DATA_DIR / "broker"
+for _sub in ("in", "processed"):
+    (_broker_dir / _sub).mkdir(parents=True, exist_ok=True)
+CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL", "filesystem://")
+if CELERY_BROKER_URL.startswith("filesystem://"):
+    CELERY_BROKER_TRANSPORT_OPTIONS = {
+        "data_folder_in": str(_broker_dir / "in"),
+        "data_folder_out": str(_broker_dir / "in"),
+        "processed_folder": str(_broker_dir / "processed"),
+        "store_processed": False,
+    }
+else:
+    CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 3600}
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TASK_DEFAULT_QUEUE = "maintenance"
+CELERY_TASK_ROUTES = {
+    "checkpoints.tasks.*": {"queue": "snapshots"},
+    "quests.tasks.take_snapshot_task": {"queue": "snapshots"},
+    "quests.tasks.*": {"queue": "maintenance"},
+}
+# A publish to a broker that is down must fail fast: the request row in the database is the
+# source of truth and the sweep re-enqueues it later, so the API never waits on the broker.
+CELERY_BROKER_CONNECTION_TIMEOUT = 2
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_TASK_PUBLISH_RETRY = False
+CELERY_BEAT_SCHEDULE_FILENAME = str(DATA_DIR / "celerybeat-schedule")
+CELERY_BEAT_SCHEDULE = {
+    "sweep-stalled-runs": {
+        "task": "quests.tasks.sweep_stalled_runs_task",
+        "schedule": timedelta(seconds=QUESTLOG_STALLED_SWEEP_INTERVAL),
+    },
+    "sweep-snapshot-requests": {
+        "task": "quests.tasks.sweep_snapshot_requests_task",
+        "schedule": timedelta(seconds=QUESTLOG_SNAPSHOT_SWEEP_INTERVAL),
+    },
+}
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "root": {"handlers": ["console"], "level": os.environ.get("QUESTLOG_LOG_LEVEL", "INFO")},
+    "loggers": {"django.db.backends": {"level": "INFO"}},
+}

@@ -1,0 +1,30 @@
+from django.http import HttpRequest
+from ninja.security import HttpBearer, SessionAuth
+
+from quests.services.audit import Actor
+from quests.services.tokens import token_authenticate
+
+
+class AgentTokenAuth(HttpBearer):
+    """`Authorization: Bearer <token>`: acts for the token's user, on one mission if it is limited."""
+
+    def authenticate(self, request: HttpRequest, token: str):
+        agent_token = token_authenticate(token)
+        if agent_token is None:
+            return None
+        request.actor = Actor(user=agent_token.user, token=agent_token)
+        return agent_token
+
+
+class PersonSessionAuth(SessionAuth):
+    """A person's Django session; ninja checks the CSRF token on unsafe methods."""
+
+    def authenticate(self, request: HttpRequest, key):
+        user = super().authenticate(request, key)
+        if user is not None:
+            request.actor = Actor(user=user)
+        return user
+
+
+def actor(request: HttpRequest) -> Actor:
+    return request.actor

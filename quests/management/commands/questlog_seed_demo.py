@@ -1,0 +1,13 @@
+from django.core.management.base import BaseCommand
+
+
+class Command(BaseCommand):
+    help = "On an empty database, create a demo user and a demo mission with a little history."
+
+    def handle(self, *args, **options):
+        from quests.services.demo import seed_demo
+
+        result = seed_demo()
+        if result:
+            username, password = result
+            self.stdout.write(f"Demo user created — log in at http://127.0.0.1:8000/accounts/login/ as {username} / {password}")

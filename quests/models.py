@@ -1,0 +1,304 @@
+"""Missions and everything people and agents act on. Rules that change rows live in
+`quests.services`; models hold single-row rules and derived values only."""
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+from django.utils import timezone
+
+from checkpoints.models import Lifecycle, RetentionClass
+
+
+class MissionStatus(models.TextChoices):
+    READY = "ready"
+    RUNNING = "running"
+    WAITING_FOR_APPROVAL = "waiting_for_approval"
+    BLOCKED = "blocked"
+    FAILED = "failed"
+    PAUSED = "paused"
+    CANCELLED = "cancelled"
+    COMPLETED = "completed"
+
+
+class StopReason(models.TextChoices):
+    WAITING_FOR_APPROVAL = "waiting_for_approval"
+    BLOCKED_EXTERNAL = "blocked_external"
+    FAILED_RETRY_BUDGET = "failed_retry_budget"
+    PAUSED_BY_USER = "paused_by_user"
+    CANCELLED_BY_USER = "cancelled_by_user"
+    INTERRUPTED = "interrupted"
+    COMPLETED = "completed"
+
+
+TERMINAL_STATUSES = (MissionStatus.CANCELLED, MissionStatus.COMPLETED)
+
+
+class Mission(Lifecycle):
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="missions")
+    title = models.CharField(max_length=200)
+    objective = models.TextField()
+    status = models.CharField(max_length=32, choices=MissionStatus.choices, default=MissionStatus.READY)
+    stop_reason = models.CharField(max_length=32, choices=StopReason.choices, null=True, blank=True)
+    stop_detail = models.TextField(blank=True, default="")
+    retry_at = models.DateTimeField(null=True, blank=True)
+    ended_at = models.DateTimeField(null=True, blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+    planned_milestones = models.JSONField(default=list, blank=True)
+    head_checkpoint = models.ForeignKey(
+        "checkpoints.Checkpoint", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    last_verified_checkpoint = models.ForeignKey(
+        "checkpoints.Checkpoint", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    # Allocated under the mission's row lock so checkpoint sequence numbers never collide.
+    next_checkpoint_seq = models.PositiveIntegerField(default=1)
+    run_count = models.PositiveIntegerField(default=0)
+    # Bumped by every change to save state; background snapshots compare it to skip no-op work.
+    state_version = models.PositiveBigIntegerField(default=0)
+    purged_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [models.Index(fields=["owner", "-created_at"], name="mission_owner_newest")]
+
+    def __str__(self) -> str:
+        return self.title
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.status in TERMINAL_STATUSES
+
+
+class Run(models.Model):
+    mission = models.ForeignKey(Mission, on_delete=models.CASCADE, related_name="runs")
+    number = models.PositiveIntegerField()
+    agent = models.CharField(max_length=200, blank=True, default="")
+    started_at = models.DateTimeField(default=timezone.now)
+    heartbeat_at = models.DateTimeField(default=timezone.now)
+    ended_at = models.DateTimeField(null=True, blank=True)
+    stop_reason = models.CharField(max_length=32, choices=StopReason.choices, null=True, blank=True)
+    stop_detail = models.TextField(blank=True, default="")
+    token = models.ForeignKey("AgentToken", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+
+    class Meta:
+        ordering = ["number"]
+        constraints = [
+            # The database itself guarantees at most one active run per mission.
+            models.UniqueConstraint(fields=["mission"], condition=Q(ended_at__isnull=True), name="one_active_run_per_mission"),
+            models.UniqueConstraint(fields=["mission", "number"], name="run_number_unique_per_mission"),
+        ]
+
+    def __str__(self) -> str:
+        return f"run {self.number} of {self.mission_id}"
+
+    @property
+    def is_active(self) -> bool:
+        return self.ended_at is None
+
+    def is_stale(self, now=None) -> bool:
+        now = now or timezone.now()
+        return (now - self.heartbeat_at).total_seconds() > settings.QUESTLOG_HEARTBEAT_TIMEOUT
+
+
+class ConstraintSource(models.TextChoices):
+    USER = "user"
+    CORRECTION = "correction"
+    AGENT = "agent"
+
+
+class Constraint(Lifecycle):
+    mission = models.ForeignKey(Mission, on_delete=models.CASCADE, related_name="constraints")
+    text = models.TextField()
+    source = models.CharField(max_length=16, choices=ConstraintSource.choices, default=ConstraintSource.USER)
+    retired_at = models.DateTimeField(null=True, blank=True)
+    retired_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    # An edit retires the old text and adds a new constraint pointing back at it: history is kept.
+    replaces = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="replaced_by")
+
+    class Meta:
+        ordering = ["id"]
+
+    def __str__(self) -> str:
+        return self.text[:60]
+
+
+class ApprovalStatus(models.TextChoices):
+    PENDING = "pending"
+    APPROVED = "approved"
+    REJECTED = "rejected"
+    EDITED = "edited"
+    EXPIRED = "expired"
+
+
+class Approval(Lifecycle):
+    mission = models.ForeignKey(Mission, on_delete=models.CASCADE, related_name="approvals")
+    run = models.ForeignKey(Run, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    action = models.CharField(max_length=500)
+    payload = models.JSONField(default=dict)
+    reason = models.TextField()
+    status = models.CharField(max_length=16, choices=ApprovalStatus.choices, default=ApprovalStatus.PENDING)
+    decided_payload = models.JSONField(null=True, blank=True)
+    note = models.TextField(blank=True, default="")
+    checkpoint = models.ForeignKey("checkpoints.Checkpoint", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    respond_by = models.DateTimeField(null=True, blank=True)
+    decided_at = models.DateTimeField(null=True, blank=True)
+    decided_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+
+    class Meta:
+        ordering = ["id"]
+        indexes = [models.Index(fields=["status", "respond_by"], name="approval_pending_expiry")]
+
+    def __str__(self) -> str:
+        return self.action
+
+
+class MilestoneKind(models.TextChoices):
+    RESEARCH_COMPLETE = "research_complete"
+    PLAN_APPROVED = "plan_approved"
+    DATA_VERIFIED = "data_verified"
+    DRAFT_READY = "draft_ready"
+    DEPLOYMENT_PAUSED = "deployment_paused"
+    MILESTONE_REVIEWED = "milestone_reviewed"
+    CUSTOM = "custom"
+
+
+class ReviewStatus(models.TextChoices):
+    PENDING_REVIEW = "pending_review"
+    APPROVED = "approved"
+    CORRECTED = "corrected"
+    # A gate milestone still pending when its mission is restored past it.
+    EXPIRED = "expired"
+
+
+class Milestone(Lifecycle):
+    mission = models.ForeignKey(Mission, on_delete=models.CASCADE, related_name="milestones")
+    run = models.ForeignKey(Run, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    kind = models.CharField(max_length=32, choices=MilestoneKind.choices)
+    title = models.CharField(max_length=300)
+    summary = models.TextField(blank=True, default="")
+    evidence = models.JSONField(default=list, blank=True)
+    gate = models.BooleanField(default=False)
+    checkpoint = models.ForeignKey("checkpoints.Checkpoint", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    review_status = models.CharField(max_length=16, choices=ReviewStatus.choices, default=ReviewStatus.PENDING_REVIEW)
+    note = models.TextField(blank=True, default="")
+    reviewed_at = models.DateTimeField(null=True, blank=True)
+    reviewed_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    # Cancel or completion withdraws a pending milestone from the inbox without reviewing it.
+    withdrawn = models.BooleanField(default=False)
+
+    class Meta:
+        ordering = ["id"]
+
+    def __str__(self) -> str:
+        return self.title
+
+
+class MemoryProposal(Lifecycle):
+    class Status(models.TextChoices):
+        PENDING = "pending"
+        APPROVED = "approved"
+        DECLINED = "declined"
+
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memory_proposals")
+    mission = models.ForeignKey(Mission, null=True, on_delete=models.CASCADE, related_name="memory_proposals")
+    run = models.ForeignKey(Run, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    name = models.CharField(max_length=200)
+    value = models.TextField()
+    reason = models.TextField()
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
+    decided_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["id"]
+
+
+class MemoryItem(Lifecycle):
+    """Long-term memory about a person: exists only because that person approved it."""
+
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memory_items")
+    name = models.CharField(max_length=200)
+    value = models.TextField()
+    source_mission = models.ForeignKey(Mission, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    proposal = models.OneToOneField(MemoryProposal, null=True, blank=True, on_delete=models.SET_NULL, related_name="item")
+    approved_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["name", "id"]
+
+    def save(self, *args, **kwargs):
+        self.retention_class = RetentionClass.LONG_TERM
+        super().save(*args, **kwargs)
+
+
+class AgentToken(models.Model):
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="agent_tokens")
+    mission = models.ForeignKey(Mission, null=True, blank=True, on_delete=models.CASCADE, related_name="+")
+    name = models.CharField(max_length=100, blank=True, default="")
+    token_hash = models.CharField(max_length=64, unique=True)
+    prefix = models.CharField(max_length=12)
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"{self.name or 'token'} ({self.prefix}…)"
+
+
+class IdempotentRequest(models.Model):
+    """A creating POST that carried a `key`: the same key with the same body replays the original
+    resource; a different body is `key_reuse`. One table serves every kind of creation."""
+
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    scope = models.CharField(max_length=100)
+    key = models.CharField(max_length=200)
+    request_hash = models.CharField(max_length=64)
+    object_id = models.BigIntegerField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["owner", "scope", "key"], name="idempotent_request_unique")]
+
+
+class AuditEvent(models.Model):
+    """Append-only: who changed what, from which state to which, and when."""
+
+    created_at = models.DateTimeField(default=timezone.now, db_index=True)
+    mission = models.ForeignKey(Mission, null=True, blank=True, on_delete=models.SET_NULL, related_name="audit_events")
+    actor_user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    actor_token = models.ForeignKey(AgentToken, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    actor = models.CharField(max_length=200)
+    entity = models.CharField(max_length=32)
+    entity_id = models.BigIntegerField(null=True)
+    action = models.CharField(max_length=64)
+    from_state = models.CharField(max_length=32, blank=True, default="")
+    to_state = models.CharField(max_length=32, blank=True, default="")
+    data = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        ordering = ["id"]
+
+    def save(self, *args, **kwargs):
+        if self.pk is not None:
+            raise ValueError("Audit events are append-only.")
+        super().save(*args, **kwargs)
+
+
+class Hold(models.Model):
+    """Staff hold: held state is never purged, whatever its expiry."""
+
+    mission = models.ForeignKey(Mission, null=True, blank=True, on_delete=models.CASCADE, related_name="holds")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.CASCADE, related_name="holds")
+    reason = models.TextField()
+    placed_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+    released_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(mission__isnull=False) | Q(user__isnull=False), name="hold_names_mission_or_user"
+            )
+        ]

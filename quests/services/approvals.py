@@ -1,0 +1,194 @@
+"""Approvals and milestones: the moments a person decides what may happen next."""
+
+from datetime import datetime
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from checkpoints.models import Checkpoint
+from quests.models import Approval, ApprovalStatus, Milestone, MilestoneKind, Mission, MissionStatus, ReviewStatus, StopReason
+from quests.services import idempotency, machine
+from quests.services.access import get_for, require_person
+from quests.services.audit import SYSTEM, Actor, audit
+from quests.services.errors import Conflict, InvalidInput
+from quests.services.missions import _pause, constraint_from_correction, has_pending
+from quests.services.runs import fence, lock_mission, lock_run, run_end
+from quests.services.savestate import state_changed, take_checkpoint
+
+
+def settle(mission: Mission, *, actor: Actor) -> None:
+    """When nothing is pending any more, a mission waiting for approval is ready again."""
+    if mission.status == MissionStatus.WAITING_FOR_APPROVAL and not has_pending(mission):
+        machine.transition(mission, event="settle", to=MissionStatus.READY, actor=actor)
+
+
+def approval_request(
+    *,
+    actor: Actor,
+    run_id: int,
+    action: str,
+    payload: dict[str, Any],
+    reason: str,
+    agent_state: dict[str, Any] | None = None,
+    expires_at: datetime | None = None,
+    key: str | None = None,
+) -> tuple[Approval, bool]:
+    """The agent asks a person; its run ends `waiting_for_approval` and a checkpoint holds the
+    agent's state, so tomorrow's run resumes the same mission, knowing why it asked."""
+    with transaction.atomic():
+        run, mission = lock_run(actor, run_id)
+        body = {"action": action, "payload": payload, "reason": reason, "agent_state": agent_state, "expires_at": expires_at}
+        scope = f"m{mission.pk}:approvals"
+        replayed = idempotency.replayed_id(owner=mission.owner, scope=scope, key=key, body=body)
+        if replayed is not None:
+            return Approval.objects.get(pk=replayed), True
+        fence(run)
+        approval = Approval.objects.create(mission=mission, run=run, action=action, payload=payload, reason=reason, respond_by=expires_at)
+        audit(actor=actor, mission=mission, entity="approval", entity_id=approval.pk, action="request", to_state="pending")
+        run_end(
+            mission, run, event="await_approval", to=MissionStatus.WAITING_FOR_APPROVAL,
+            stop_reason=StopReason.WAITING_FOR_APPROVAL, detail=f"Waiting for approval to {action}", actor=actor, checkpoint=False,
+        )
+        approval.checkpoint = take_checkpoint(mission, trigger="approval", run=run, agent_state=agent_state)
+        approval.save(update_fields=["checkpoint"])
+        idempotency.remember(owner=mission.owner, scope=scope, key=key, body=body, object_id=approval.pk)
+        state_changed(mission)
+        return approval, False
+
+
+def approval_decide(
+    *, actor: Actor, approval_id: int, decision: str, payload: dict[str, Any] | None = None, note: str = ""
+) -> Approval:
+    with transaction.atomic():
+        require_person(actor)
+        approval = get_for(actor, Approval, approval_id)
+        mission = lock_mission(approval.mission_id)
+        # Two people deciding at once: the mission lock serialises them, and the second one
+        # sees a decided approval here and gets 409.
+        approval.refresh_from_db()
+        if approval.status != ApprovalStatus.PENDING:
+            raise Conflict(f"This approval was already {approval.status}.", code="invalid_transition", status=approval.status)
+        if decision == "edit":
+            if not isinstance(payload, dict):
+                raise InvalidInput("Edit and approve needs the changed payload as a JSON object.", field="payload")
+            approval.decided_payload = payload
+            approval.status = ApprovalStatus.EDITED
+        elif decision == "approve":
+            approval.decided_payload = approval.payload
+            approval.status = ApprovalStatus.APPROVED
+        elif decision == "reject":
+            approval.status = ApprovalStatus.REJECTED
+        else:
+            raise InvalidInput("decision must be approve, reject or edit.", field="decision")
+        approval.note = note or ""
+        approval.decided_at = timezone.now()
+        approval.decided_by = actor.user
+        approval.save(update_fields=["status", "decided_payload", "note", "decided_at", "decided_by"])
+        audit(actor=actor, mission=mission, entity="approval", entity_id=approval.pk, action=decision, from_state="pending", to_state=approval.status)
+        settle(mission, actor=actor)
+        state_changed(mission)
+        return approval
+
+
+def approvals_expire_due(now: datetime | None = None) -> int:
+    """Approvals past their `expires_at` become `expired`; their missions become ready."""
+    now = now or timezone.now()
+    count = 0
+    due = Approval.objects.filter(status=ApprovalStatus.PENDING, respond_by__lte=now).values_list("pk", "mission_id")
+    for approval_id, mission_id in due:
+        with transaction.atomic():
+            mission = lock_mission(mission_id)
+            approval = Approval.objects.get(pk=approval_id)
+            if approval.status != ApprovalStatus.PENDING:
+                continue
+            approval.status = ApprovalStatus.EXPIRED
+            approval.decided_at = now
+            approval.save(update_fields=["status", "decided_at"])
+            audit(actor=SYSTEM, mission=mission, entity="approval", entity_id=approval.pk, action="expire", from_state="pending", to_state="expired")
+            settle(mission, actor=SYSTEM)
+            state_changed(mission)
+            count += 1
+    return count
+
+
+def milestone_claim(
+    *,
+    actor: Actor,
+    run_id: int,
+    kind: str,
+    title: str,
+    summary: str = "",
+    evidence: list[int] | None = None,
+    gate: bool = False,
+    agent_state: dict[str, Any] | None = None,
+    key: str | None = None,
+) -> tuple[Milestone, bool]:
+    if kind not in MilestoneKind.values:
+        raise InvalidInput(f"Unknown milestone kind “{kind}”.", field="kind")
+    with transaction.atomic():
+        run, mission = lock_run(actor, run_id)
+        body = {"kind": kind, "title": title, "summary": summary, "evidence": evidence or [], "gate": gate, "agent_state": agent_state}
+        scope = f"m{mission.pk}:milestones"
+        replayed = idempotency.replayed_id(owner=mission.owner, scope=scope, key=key, body=body)
+        if replayed is not None:
+            return Milestone.objects.get(pk=replayed), True
+        fence(run)
+        evidence = evidence or []
+        if evidence and mission.records.filter(pk__in=evidence).count() != len(set(evidence)):
+            raise InvalidInput("Evidence must name records of this mission.", field="evidence")
+        milestone = Milestone.objects.create(mission=mission, run=run, kind=kind, title=title, summary=summary, evidence=evidence, gate=gate)
+        audit(actor=actor, mission=mission, entity="milestone", entity_id=milestone.pk, action="claim", to_state="pending_review", gate=gate)
+        if gate:
+            run_end(
+                mission, run, event="await_approval", to=MissionStatus.WAITING_FOR_APPROVAL,
+                stop_reason=StopReason.WAITING_FOR_APPROVAL, detail=f"Waiting for your review of “{title}”", actor=actor, checkpoint=False,
+            )
+        milestone.checkpoint = take_checkpoint(mission, trigger="milestone", run=run, agent_state=agent_state)
+        milestone.save(update_fields=["checkpoint"])
+        idempotency.remember(owner=mission.owner, scope=scope, key=key, body=body, object_id=milestone.pk)
+        state_changed(mission)
+        return milestone, False
+
+
+def milestone_review(*, actor: Actor, milestone_id: int, action: str, note: str = "") -> Milestone:
+    """Approve (the checkpoint becomes verified), correct (the note becomes a constraint), or pause
+    the mission (the milestone stays pending review)."""
+    with transaction.atomic():
+        require_person(actor)
+        milestone = get_for(actor, Milestone, milestone_id)
+        mission = lock_mission(milestone.mission_id)
+        milestone.refresh_from_db()
+        if milestone.review_status != ReviewStatus.PENDING_REVIEW:
+            raise Conflict(f"This milestone was already {milestone.review_status.replace('_', ' ')}.", code="invalid_transition", status=milestone.review_status)
+        if action == "pause":
+            _pause(mission, actor=actor)
+            return milestone
+        if action == "correct":
+            if not (note or "").strip():
+                raise InvalidInput("A correction needs a note: it becomes a constraint the agent must follow.", field="note")
+            milestone.review_status = ReviewStatus.CORRECTED
+            constraint_from_correction(mission, note=note.strip(), actor=actor)
+        elif action == "approve":
+            milestone.review_status = ReviewStatus.APPROVED
+            if milestone.checkpoint_id:
+                _verify(mission, milestone.checkpoint_id)
+        else:
+            raise InvalidInput("action must be approve, correct or pause.", field="action")
+        milestone.note = note or ""
+        milestone.reviewed_at = timezone.now()
+        milestone.reviewed_by = actor.user
+        milestone.save(update_fields=["review_status", "note", "reviewed_at", "reviewed_by"])
+        audit(actor=actor, mission=mission, entity="milestone", entity_id=milestone.pk, action=action, from_state="pending_review", to_state=milestone.review_status)
+        settle(mission, actor=actor)
+        state_changed(mission)
+        return milestone
+
+
+def _verify(mission: Mission, checkpoint_id: int) -> None:
+    checkpoint = Checkpoint.objects.get(pk=checkpoint_id)
+    Checkpoint.objects.filter(pk=checkpoint_id).update(verified=True, verified_at=timezone.now())
+    current = mission.last_verified_checkpoint
+    if current is None or current.seq < checkpoint.seq:
+        mission.last_verified_checkpoint = checkpoint
+        mission.save(update_fields=["last_verified_checkpoint", "updated_at"])

@@ -1,0 +1,45 @@
+"""Errors that services raise and the API turns into the JSON error body of API.md."""
+
+from typing import Any
+
+
+class ServiceError(Exception):
+    status = 400
+    code = "bad_request"
+
+    def __init__(self, message: str, *, code: str | None = None, **extra: Any) -> None:
+        super().__init__(message)
+        self.message = message
+        if code:
+            self.code = code
+        self.extra = extra
+
+
+class Conflict(ServiceError):
+    """409: the request is well formed but the current state does not allow it."""
+
+    status = 409
+    code = "invalid_transition"
+
+
+class NotFound(ServiceError):
+    status = 404
+    code = "not_found"
+
+
+class Forbidden(ServiceError):
+    status = 403
+    code = "forbidden"
+
+
+class InvalidInput(ServiceError):
+    status = 422
+    code = "invalid"
+
+
+def run_ended(stop_reason: str | None) -> Conflict:
+    return Conflict(
+        f"This run has ended ({stop_reason or 'ended'}); start a new run to continue the mission.",
+        code="run_ended",
+        stop_reason=stop_reason,
+    )

@@ -1,0 +1,79 @@
+"""Long-term memory about a person: agents may only propose; an item exists only with consent."""
+
+from datetime import timedelta
+
+from django.db import transaction
+from django.utils import timezone
+
+from checkpoints.models import RetentionPolicy
+from quests.models import MemoryItem, MemoryProposal
+from quests.services import idempotency
+from quests.services.access import get_for, require_person
+from quests.services.audit import Actor, audit
+from quests.services.errors import Conflict, InvalidInput
+from quests.services.runs import fence, lock_run
+
+
+def memory_propose(*, actor: Actor, run_id: int, name: str, value: str, reason: str, key: str | None = None) -> tuple[MemoryProposal, bool]:
+    with transaction.atomic():
+        run, mission = lock_run(actor, run_id)
+        body = {"name": name, "value": value, "reason": reason}
+        scope = f"m{mission.pk}:memory-proposals"
+        replayed = idempotency.replayed_id(owner=mission.owner, scope=scope, key=key, body=body)
+        if replayed is not None:
+            return MemoryProposal.objects.get(pk=replayed), True
+        fence(run)
+        proposal = MemoryProposal.objects.create(owner=mission.owner, mission=mission, run=run, name=name, value=value, reason=reason)
+        audit(actor=actor, mission=mission, entity="memory_proposal", entity_id=proposal.pk, action="propose", to_state="pending")
+        idempotency.remember(owner=mission.owner, scope=scope, key=key, body=body, object_id=proposal.pk)
+        return proposal, False
+
+
+def memory_decide(*, actor: Actor, proposal_id: int, decision: str) -> MemoryProposal:
+    with transaction.atomic():
+        require_person(actor)
+        proposal = get_for(actor, MemoryProposal, proposal_id, for_update=True)
+        if proposal.status != MemoryProposal.Status.PENDING:
+            raise Conflict(f"This proposal was already {proposal.status}.", code="invalid_transition", status=proposal.status)
+        now = timezone.now()
+        if decision == "approve":
+            proposal.status = MemoryProposal.Status.APPROVED
+            MemoryItem.objects.create(
+                owner=proposal.owner, name=proposal.name, value=proposal.value, source_mission=proposal.mission,
+                proposal=proposal, approved_at=now, retention_approved_at=now,
+                expires_at=now + timedelta(days=RetentionPolicy.current().memory_max_days),
+            )
+        elif decision == "decline":
+            proposal.status = MemoryProposal.Status.DECLINED
+        else:
+            raise InvalidInput("decision must be approve or decline.", field="decision")
+        proposal.decided_at = now
+        proposal.save(update_fields=["status", "decided_at"])
+        audit(actor=actor, mission=proposal.mission, entity="memory_proposal", entity_id=proposal.pk, action=decision, from_state="pending", to_state=proposal.status)
+        return proposal
+
+
+def memory_forget(*, actor: Actor, item_id: int) -> None:
+    with transaction.atomic():
+        require_person(actor)
+        item = get_for(actor, MemoryItem, item_id, for_update=True)
+        audit(actor=actor, mission=None, entity="memory_item", entity_id=item.pk, action="forget", from_state="kept", to_state="deleted")
+        item.delete()
+
+
+def memory_renew(*, actor: Actor, item_id: int) -> MemoryItem:
+    with transaction.atomic():
+        require_person(actor)
+        item = get_for(actor, MemoryItem, item_id, for_update=True)
+        item.expires_at = timezone.now() + timedelta(days=RetentionPolicy.current().memory_max_days)
+        item.retention_approved_at = timezone.now()
+        item.save(update_fields=["expires_at", "retention_approved_at"])
+        audit(actor=actor, mission=None, entity="memory_item", entity_id=item.pk, action="renew")
+        return item
+
+
+def memory_for(user):
+    now = timezone.now()
+    from django.db.models import Q
+
+    return MemoryItem.objects.filter(owner=user).filter(Q(expires_at__isnull=True) | Q(expires_at__gt=now))

@@ -1,0 +1,238 @@
+"""Missions, constraints and the people-only mission controls (pause, unpause, cancel, restore)."""
+
+from typing import Any
+
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from checkpoints.models import Checkpoint, Record
+from quests.models import (
+    Approval,
+    ApprovalStatus,
+    Constraint,
+    ConstraintSource,
+    Milestone,
+    MilestoneKind,
+    Mission,
+    MissionStatus,
+    ReviewStatus,
+    StopReason,
+)
+from quests.services import idempotency, machine
+from quests.services.access import get_for, require_person
+from quests.services.audit import Actor, audit
+from quests.services.errors import Conflict, Forbidden, InvalidInput
+from quests.services.runs import lock_mission, run_end
+from quests.services.savestate import state_changed, take_checkpoint
+
+
+def mission_create(
+    *,
+    actor: Actor,
+    title: str,
+    objective: str,
+    constraints: list[str] | None = None,
+    planned_milestones: list[dict[str, str]] | None = None,
+    key: str | None = None,
+) -> tuple[Mission, bool]:
+    if actor.token is not None and actor.token.mission_id is not None:
+        raise Forbidden("This agent token is limited to one mission and cannot create missions.")
+    planned = [{"kind": m["kind"], "title": m["title"]} for m in planned_milestones or []]
+    for m in planned:
+        if m["kind"] not in MilestoneKind.values:
+            raise InvalidInput(f"Unknown milestone kind “{m['kind']}”.", field="planned_milestones")
+    body = {"title": title, "objective": objective, "constraints": constraints or [], "planned_milestones": planned}
+    replayed = idempotency.replayed_id(owner=actor.user, scope="missions", key=key, body=body)
+    if replayed is not None:
+        return Mission.objects.get(pk=replayed), True
+    try:
+        with transaction.atomic():
+            mission = Mission.objects.create(owner=actor.user, title=title, objective=objective, planned_milestones=planned)
+            audit(actor=actor, mission=mission, entity="mission", entity_id=mission.pk, action="create", to_state=mission.status)
+            for text in constraints or []:
+                _constraint_create(mission, text=text, source=ConstraintSource.USER, actor=actor)
+            idempotency.remember(owner=actor.user, scope="missions", key=key, body=body, object_id=mission.pk)
+            return mission, False
+    except IntegrityError:
+        # Two requests with the same new key raced; the other one created the mission.
+        replayed = idempotency.replayed_id(owner=actor.user, scope="missions", key=key, body=body)
+        if replayed is None:
+            raise
+        return Mission.objects.get(pk=replayed), True
+
+
+def _constraint_create(mission: Mission, *, text: str, source: str, actor: Actor, replaces: Constraint | None = None) -> Constraint:
+    constraint = Constraint.objects.create(mission=mission, text=text, source=source, replaces=replaces)
+    audit(actor=actor, mission=mission, entity="constraint", entity_id=constraint.pk, action="add", to_state="active", text=text)
+    state_changed(mission)
+    return constraint
+
+
+def constraint_add(*, actor: Actor, mission_id: int, text: str, key: str | None = None) -> tuple[Constraint, bool]:
+    """Anyone acting for the owner may add a constraint; an agent's is marked as its source."""
+    with transaction.atomic():
+        mission = get_for(actor, Mission, mission_id, for_update=True)
+        body = {"text": text}
+        scope = f"m{mission.pk}:constraints"
+        replayed = idempotency.replayed_id(owner=mission.owner, scope=scope, key=key, body=body)
+        if replayed is not None:
+            return Constraint.objects.get(pk=replayed), True
+        source = ConstraintSource.USER if actor.is_person else ConstraintSource.AGENT
+        constraint = _constraint_create(mission, text=text, source=source, actor=actor)
+        idempotency.remember(owner=mission.owner, scope=scope, key=key, body=body, object_id=constraint.pk)
+        return constraint, False
+
+
+def constraint_from_correction(mission: Mission, *, note: str, actor: Actor) -> Constraint:
+    return _constraint_create(mission, text=note, source=ConstraintSource.CORRECTION, actor=actor)
+
+
+def _locked_constraint(actor: Actor, mission_id: int, constraint_id: int) -> tuple[Mission, Constraint]:
+    require_person(actor)
+    mission = get_for(actor, Mission, mission_id, for_update=True)
+    constraint = Constraint.objects.filter(mission=mission, pk=constraint_id).first()
+    if constraint is None:
+        from quests.services.errors import NotFound
+
+        raise NotFound(f"No constraint with id {constraint_id} on this mission.")
+    return mission, constraint
+
+
+def constraint_retire(*, actor: Actor, mission_id: int, constraint_id: int) -> Constraint:
+    """Only a person retires a constraint; it is kept (shown struck through), never deleted."""
+    with transaction.atomic():
+        mission, constraint = _locked_constraint(actor, mission_id, constraint_id)
+        if constraint.retired_at is not None:
+            raise Conflict("This constraint is already retired.", code="invalid_transition")
+        constraint.retired_at = timezone.now()
+        constraint.retired_by = actor.user
+        constraint.save(update_fields=["retired_at", "retired_by"])
+        audit(actor=actor, mission=mission, entity="constraint", entity_id=constraint.pk, action="retire", from_state="active", to_state="retired")
+        state_changed(mission)
+        return constraint
+
+
+def constraint_edit(*, actor: Actor, mission_id: int, constraint_id: int, text: str) -> Constraint:
+    """An edit retires the old wording and adds the new one, so the history stays readable."""
+    with transaction.atomic():
+        old = constraint_retire(actor=actor, mission_id=mission_id, constraint_id=constraint_id)
+        mission = Mission.objects.get(pk=mission_id)
+        return _constraint_create(mission, text=text, source=old.source, actor=actor, replaces=old)
+
+
+def mission_pause(*, actor: Actor, mission_id: int) -> Mission:
+    with transaction.atomic():
+        require_person(actor)
+        mission = get_for(actor, Mission, mission_id, for_update=True)
+        _pause(mission, actor=actor)
+        return mission
+
+
+def _pause(mission: Mission, *, actor: Actor) -> None:
+    if not machine.can(mission, "pause"):
+        raise Conflict(f"A {mission.status.replace('_', ' ')} mission cannot be paused.", code="invalid_transition")
+    active = mission.runs.filter(ended_at__isnull=True).first()
+    if active is not None:
+        run_end(mission, active, event="pause", to=MissionStatus.PAUSED, stop_reason=StopReason.PAUSED_BY_USER, actor=actor, detail="Paused by you.")
+    else:
+        machine.transition(mission, event="pause", to=MissionStatus.PAUSED, actor=actor, stop_reason=StopReason.PAUSED_BY_USER, detail="Paused by you.")
+    state_changed(mission)
+
+
+def has_pending(mission: Mission) -> bool:
+    """Whether a person still has to act: a pending approval or an unreviewed gate milestone."""
+    return (
+        mission.approvals.filter(status=ApprovalStatus.PENDING).exists()
+        or mission.milestones.filter(gate=True, review_status=ReviewStatus.PENDING_REVIEW, withdrawn=False).exists()
+    )
+
+
+def mission_unpause(*, actor: Actor, mission_id: int) -> Mission:
+    with transaction.atomic():
+        require_person(actor)
+        mission = get_for(actor, Mission, mission_id, for_update=True)
+        to = MissionStatus.WAITING_FOR_APPROVAL if has_pending(mission) else MissionStatus.READY
+        machine.transition(mission, event="unpause", to=to, actor=actor)
+        state_changed(mission)
+        return mission
+
+
+def mission_cancel(*, actor: Actor, mission_id: int) -> Mission:
+    with transaction.atomic():
+        require_person(actor)
+        mission = get_for(actor, Mission, mission_id, for_update=True)
+        active = mission.runs.filter(ended_at__isnull=True).first()
+        if active is not None:
+            run_end(mission, active, event="cancel", to=MissionStatus.CANCELLED, stop_reason=StopReason.CANCELLED_BY_USER, actor=actor, detail="Cancelled by you.")
+        else:
+            from quests.services.runs import withdraw_pending
+
+            machine.transition(mission, event="cancel", to=MissionStatus.CANCELLED, actor=actor, stop_reason=StopReason.CANCELLED_BY_USER, detail="Cancelled by you.")
+            withdraw_pending(mission, actor=actor)
+            take_checkpoint(mission, trigger="stop")
+        state_changed(mission)
+        return mission
+
+
+def mission_restore(*, actor: Actor, mission_id: int, checkpoint_id: int) -> tuple[Mission, Checkpoint]:
+    """Roll the mission back to an earlier checkpoint by opening a new branch from it. Records of
+    the abandoned branch are kept but set aside; constraints and the operation ledger are never
+    rolled back, because the outside world was not."""
+    with transaction.atomic():
+        require_person(actor)
+        mission = get_for(actor, Mission, mission_id, for_update=True)
+        target = Checkpoint.objects.filter(mission=mission, pk=checkpoint_id).first()
+        if target is None:
+            raise InvalidInput("That checkpoint does not belong to this mission.", field="checkpoint_id")
+        if mission.runs.filter(ended_at__isnull=True).exists():
+            raise Conflict("A run is active: pause the mission before restoring it.", code="invalid_transition")
+        if not machine.can(mission, "restore"):
+            raise Conflict(f"A {mission.status} mission cannot be restored.", code="invalid_transition")
+        kept_ids = _record_ids_in(target)
+        abandoned = Record.objects.filter(mission=mission, abandoned=False, pk__gt=target.record_watermark).exclude(pk__in=kept_ids)
+        abandoned_ids = list(abandoned.values_list("pk", flat=True))
+        Record.objects.filter(pk__in=abandoned_ids).update(abandoned=True)
+        # A resolution made on the abandoned branch is undone with it.
+        Record.objects.filter(resolved_by__in=abandoned_ids).update(resolved=False, resolved_by=None)
+        Record.objects.filter(mission=mission, pk__in=kept_ids, abandoned=True).update(abandoned=False)
+        _expire_pending(mission, actor=actor)
+        machine.transition(mission, event="restore", to=MissionStatus.READY, actor=actor)
+        mission.head_checkpoint = target
+        from checkpoints.services import checkpoint_agent_state
+
+        checkpoint = take_checkpoint(mission, trigger="restore", agent_state=checkpoint_agent_state(target), note=f"Restored from #{target.seq}")
+        audit(
+            actor=actor, mission=mission, entity="checkpoint", entity_id=checkpoint.pk, action="restore",
+            from_state=str(target.seq), to_state=str(checkpoint.seq), abandoned_records=len(abandoned_ids),
+        )
+        state_changed(mission)
+        return mission, checkpoint
+
+
+def _record_ids_in(checkpoint: Checkpoint) -> set[int]:
+    from checkpoints.services import parts_get
+
+    state = parts_get(checkpoint.state_refs)
+    ids: set[int] = set()
+    for section, items in state.items():
+        if isinstance(items, list) and section not in ("constraints", "milestones", "approvals", "operations"):
+            ids.update(item["id"] for item in items if isinstance(item, dict) and "id" in item)
+    return ids
+
+
+def _expire_pending(mission: Mission, *, actor: Actor) -> None:
+    for approval in mission.approvals.filter(status=ApprovalStatus.PENDING):
+        approval.status = ApprovalStatus.EXPIRED
+        approval.decided_at = timezone.now()
+        approval.save(update_fields=["status", "decided_at"])
+        audit(actor=actor, mission=mission, entity="approval", entity_id=approval.pk, action="expire", from_state="pending", to_state="expired")
+    for milestone in mission.milestones.filter(gate=True, review_status=ReviewStatus.PENDING_REVIEW, withdrawn=False):
+        milestone.review_status = ReviewStatus.EXPIRED
+        milestone.save(update_fields=["review_status"])
+        audit(actor=actor, mission=mission, entity="milestone", entity_id=milestone.pk, action="expire", from_state="pending_review", to_state="expired")
+
+
+__all__ = [
+    "mission_create", "constraint_add", "constraint_retire", "constraint_edit", "constraint_from_correction",
+    "mission_pause", "mission_unpause", "mission_cancel", "mission_restore", "has_pending", "lock_mission",
+]

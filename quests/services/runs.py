@@ -1,0 +1,167 @@
+"""Runs, heartbeats and fencing. A run's id is its fencing token: once a run has ended, its
+run-scoped writes are refused, so a zombie agent cannot corrupt the mission a new run resumes."""
+
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from quests.models import Approval, ApprovalStatus, Milestone, Mission, MissionStatus, ReviewStatus, Run, StopReason
+from quests.services import idempotency, machine
+from quests.services.access import get_for
+from quests.services.audit import SYSTEM, Actor, audit
+from quests.services.errors import Conflict, run_ended
+from quests.services.savestate import take_checkpoint
+
+
+def lock_mission(mission_id: int) -> Mission:
+    # Every change to a mission's save state holds its row lock: writes to one mission are
+    # serialised, so sequence numbers, fencing checks and idempotency lookups never race.
+    return Mission.objects.select_for_update().get(pk=mission_id)
+
+
+def lock_run(actor: Actor, run_id: int) -> tuple[Run, Mission]:
+    """The run (re-read under its mission's lock, so `ended_at` is current) and its mission."""
+    run = get_for(actor, Run, run_id)
+    mission = lock_mission(run.mission_id)
+    run.refresh_from_db()
+    return run, mission
+
+
+def fence(run: Run) -> None:
+    """Refuse writes from an ended run; refresh the heartbeat of an active one."""
+    if run.ended_at is not None:
+        raise run_ended(run.stop_reason)
+    run.heartbeat_at = timezone.now()
+    run.save(update_fields=["heartbeat_at"])
+
+
+def run_start(*, actor: Actor, mission_id: int, agent: str = "", key: str | None = None) -> tuple[Run, bool]:
+    """Start a run. Returns (run, replayed). A stale active run is ended `interrupted` first."""
+    with transaction.atomic():
+        mission = get_for(actor, Mission, mission_id, for_update=True)
+        body = {"agent": agent}
+        scope = f"m{mission.pk}:runs"
+        replayed = idempotency.replayed_id(owner=mission.owner, scope=scope, key=key, body=body)
+        if replayed is not None:
+            return Run.objects.get(pk=replayed), True
+        active = mission.runs.filter(ended_at__isnull=True).first()
+        if active is not None:
+            if not active.is_stale():
+                raise Conflict(
+                    "Another run is active on this mission; only one run may work on a mission at a time.",
+                    code="run_active",
+                    run_id=active.pk,
+                )
+            run_end(
+                mission,
+                active,
+                event="interrupt",
+                to=MissionStatus.READY,
+                stop_reason=StopReason.INTERRUPTED,
+                detail="The run stopped sending heartbeats; a new run took over.",
+                actor=SYSTEM,
+            )
+        if mission.status in machine.NOT_STARTABLE:
+            raise Conflict(
+                f"This mission is {mission.status.replace('_', ' ')} and cannot start a run now.",
+                code="mission_not_startable",
+                status=mission.status,
+            )
+        mission.run_count += 1
+        mission.save(update_fields=["run_count"])
+        now = timezone.now()
+        run = Run.objects.create(
+            mission=mission, number=mission.run_count, agent=agent, token=actor.token, started_at=now, heartbeat_at=now
+        )
+        machine.transition(mission, event="start_run", to=MissionStatus.RUNNING, actor=actor)
+        audit(actor=actor, mission=mission, entity="run", entity_id=run.pk, action="start", to_state="active")
+        idempotency.remember(owner=mission.owner, scope=scope, key=key, body=body, object_id=run.pk)
+        return run, False
+
+
+def run_heartbeat(*, actor: Actor, run_id: int) -> Run:
+    run = get_for(actor, Run, run_id)
+    # A compare-and-set on the run row alone: a heartbeat never needs the mission's lock, and
+    # it can never revive a run that a pause or a sweep has just ended.
+    if not Run.objects.filter(pk=run.pk, ended_at__isnull=True).update(heartbeat_at=timezone.now()):
+        run.refresh_from_db()
+        raise run_ended(run.stop_reason)
+    run.refresh_from_db()
+    return run
+
+
+def run_end(
+    mission: Mission,
+    run: Run,
+    *,
+    event: str,
+    to: str,
+    stop_reason: str,
+    actor: Actor,
+    detail: str = "",
+    retry_at: datetime | None = None,
+    checkpoint: bool = True,
+) -> None:
+    """End an active run and move its (locked) mission. Every end of a run writes a `stop`
+    checkpoint unless the act that ended it writes its own (`checkpoint=False`)."""
+    run.ended_at = timezone.now()
+    run.stop_reason = stop_reason
+    run.stop_detail = detail
+    run.save(update_fields=["ended_at", "stop_reason", "stop_detail"])
+    machine.transition(mission, event=event, to=to, actor=actor, stop_reason=stop_reason, detail=detail, retry_at=retry_at)
+    audit(actor=actor, mission=mission, entity="run", entity_id=run.pk, action="end", from_state="active", to_state=stop_reason)
+    if to in (MissionStatus.COMPLETED, MissionStatus.CANCELLED):
+        withdraw_pending(mission, actor=actor)
+    if checkpoint:
+        take_checkpoint(mission, trigger="stop", run=run)
+
+
+def run_stop(
+    *, actor: Actor, run_id: int, reason: str, detail: str = "", retry_at: datetime | None = None
+) -> Run:
+    with transaction.atomic():
+        run, mission = lock_run(actor, run_id)
+        fence(run)
+        event, to = machine.STOP_EVENTS[reason]
+        run_end(mission, run, event=event, to=to, stop_reason=reason, detail=detail, retry_at=retry_at, actor=actor)
+        return run
+
+
+def withdraw_pending(mission: Mission, *, actor: Actor) -> None:
+    """Cancel or completion withdraws whatever is still pending: approvals expire, milestones stay
+    unreviewed but leave the inbox."""
+    expired = list(mission.approvals.filter(status=ApprovalStatus.PENDING).values_list("pk", flat=True))
+    Approval.objects.filter(pk__in=expired).update(status=ApprovalStatus.EXPIRED, decided_at=timezone.now())
+    for pk in expired:
+        audit(actor=actor, mission=mission, entity="approval", entity_id=pk, action="expire", from_state="pending", to_state="expired")
+    Milestone.objects.filter(mission=mission, review_status=ReviewStatus.PENDING_REVIEW).update(withdrawn=True)
+
+
+def stalled_runs(now: datetime | None = None):
+    cutoff = (now or timezone.now()) - timedelta(seconds=settings.QUESTLOG_HEARTBEAT_TIMEOUT)
+    return Run.objects.filter(ended_at__isnull=True, heartbeat_at__lt=cutoff)
+
+
+def sweep_stalled_runs(now: datetime | None = None) -> int:
+    """End every stale run `interrupted`. Safe to run concurrently: each run is re-checked under
+    its mission's lock, so two sweeps never end the same run twice."""
+    ended = 0
+    for run_id, mission_id in stalled_runs(now).values_list("pk", "mission_id"):
+        with transaction.atomic():
+            mission = lock_mission(mission_id)
+            run = Run.objects.get(pk=run_id)
+            if run.ended_at is not None or not run.is_stale(now):
+                continue
+            run_end(
+                mission,
+                run,
+                event="interrupt",
+                to=MissionStatus.READY,
+                stop_reason=StopReason.INTERRUPTED,
+                detail="The run stopped sending heartbeats.",
+                actor=SYSTEM,
+            )
+            ended += 1
+    return ended

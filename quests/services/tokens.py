@@ -1,0 +1,49 @@
+"""Agent tokens: shown once, stored only as a sha256 hash."""
+
+import hashlib
+import secrets
+from datetime import timedelta
+
+from django.utils import timezone
+
+from quests.models import AgentToken, Mission
+from quests.services.audit import Actor, audit
+from quests.services.errors import InvalidInput, NotFound
+
+TOKEN_PREFIX = "qlt_"
+
+
+def hash_token(raw: str) -> str:
+    return hashlib.sha256(raw.encode()).hexdigest()
+
+
+def token_create(*, user, name: str = "", mission: Mission | None = None) -> tuple[AgentToken, str]:
+    if mission is not None and mission.owner_id != user.pk:
+        raise InvalidInput("A token can only be limited to one of its owner's missions.", field="mission")
+    raw = TOKEN_PREFIX + secrets.token_urlsafe(32)
+    token = AgentToken.objects.create(user=user, mission=mission, name=name, token_hash=hash_token(raw), prefix=raw[:10])
+    audit(actor=Actor(user=user), mission=mission, entity="agent_token", entity_id=token.pk, action="create", name=name)
+    return token, raw
+
+
+def token_authenticate(raw: str) -> AgentToken | None:
+    token = AgentToken.objects.select_related("user").filter(token_hash=hash_token(raw), revoked_at__isnull=True).first()
+    if token is None or not token.user.is_active:
+        return None
+    now = timezone.now()
+    # Record use at most once a minute: a busy agent must not turn every read into a write.
+    if token.last_used_at is None or now - token.last_used_at > timedelta(minutes=1):
+        AgentToken.objects.filter(pk=token.pk).update(last_used_at=now)
+        token.last_used_at = now
+    return token
+
+
+def token_revoke(*, user, token_id: int) -> AgentToken:
+    token = AgentToken.objects.filter(user=user, pk=token_id).first()
+    if token is None:
+        raise NotFound("No such token.")
+    if token.revoked_at is None:
+        token.revoked_at = timezone.now()
+        token.save(update_fields=["revoked_at"])
+        audit(actor=Actor(user=user), mission=None, entity="agent_token", entity_id=token.pk, action="revoke")
+    return token
