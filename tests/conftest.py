@@ -18,10 +18,10 @@ class ApiClient:
         url = path if path.startswith("/") else f"/api/v1/{path}"
         data = raw if raw is not None else (json.dumps(body) if body is not None else None)
         kwargs = {**self.headers, **extra}
-        if data is not None:
-            kwargs["content_type"] = "application/json"
-            return getattr(self.client, method)(url, data=data, **kwargs)
-        return getattr(self.client, method)(url, **kwargs)
+        if method == "get":
+            return self.client.get(url, **kwargs)
+        # Like a real agent's HTTP client: JSON, or an empty body for calls that take none.
+        return getattr(self.client, method)(url, data=data or "", content_type="application/json", **kwargs)
 
     def get(self, path: str, **extra):
         return self._call("get", path, **extra)
