@@ -1,0 +1,3 @@
+"""Pages about keeping and forgetting state (retention issue): /memory/, /account/export/, /staff/retention/."""
+
+urlpatterns: list = []
