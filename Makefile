@@ -31,8 +31,17 @@ test: install
 	@scripts/ensure-services
 	DATABASE_URL=$(TEST_DATABASE_URL) CELERY_BROKER_URL=$(TEST_BROKER_URL) $(PY) -m pytest $(PYTEST_ARGS)
 
+# A PNG of each page at desktop and phone width under var/screenshots/, taken in Debian's Chromium
+# from a throwaway database filled with example quests.
+screenshots: install
+	$(PY) scripts/screenshots.py
+
 bench: install
 	$(PY) bench/run_all.py
+
+# A live agent working a quest through the HTTP API; run it beside `make run` and approve in the browser.
+demo: install
+	$(PY) manage.py demo_agent $(DEMO_ARGS)
 
 worker: install
 	$(VENV)/bin/celery -A config worker -Q snapshots,maintenance,celery --loglevel=info

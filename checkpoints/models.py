@@ -27,7 +27,9 @@ class Lifecycle(models.Model):
 
 
 class Blob(Lifecycle):
-    """Content-addressed bytes: stored once however many checkpoints refer to them."""
+    """Content-addressed bytes: stored once however many checkpoints refer to them. A blob is
+    shared across missions, so it has no owning mission and no expiry of its own: it lives while
+    a checkpoint or record refers to it, and the purge deletes it once nothing does."""
 
     sha256 = models.CharField(max_length=64, primary_key=True)
     data = models.BinaryField()
@@ -70,7 +72,15 @@ class Checkpoint(Lifecycle):
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["mission", "seq"], name="checkpoint_seq_unique_per_mission")]
-        indexes = [models.Index(fields=["mission", "-seq"], name="checkpoint_mission_seq_desc")]
+        indexes = [
+            models.Index(fields=["mission", "-seq"], name="checkpoint_mission_seq_desc"),
+            # Pruning looks for old, unverified background snapshots across all missions.
+            models.Index(
+                fields=["created_at", "mission"],
+                name="checkpoint_prunable",
+                condition=Q(trigger="background", verified=False),
+            ),
+        ]
         ordering = ["-seq"]
 
     def __str__(self) -> str:
@@ -158,12 +168,12 @@ class Operation(Lifecycle):
         return self.status == OperationStatus.COMPLETED
 
 
-class OperationEvent(models.Model):
+class OperationEvent(Lifecycle):
     """History of what was learned about an operation's external object (attempts, receipts,
-    later observations such as `confirmed` → `cancelled`)."""
+    later observations such as `confirmed` → `cancelled`). Receipts are working state of the
+    operation's mission, so the events carry lifecycle metadata like the operation itself."""
 
     operation = models.ForeignKey(Operation, on_delete=models.CASCADE, related_name="events")
-    created_at = models.DateTimeField(auto_now_add=True)
     event = models.CharField(max_length=16)
     external_status = models.CharField(max_length=100, blank=True, default="")
     receipt = models.JSONField(null=True, blank=True)
@@ -196,14 +206,20 @@ class SnapshotRequest(models.Model):
 
     class Meta:
         constraints = [
-            # At most one open request per mission: activity during the debounce window joins it.
+            # At most one pending request per mission: activity during the debounce window joins
+            # it. A claimed one may coexist: activity that lands while a worker is writing the
+            # snapshot needs a request of its own, or it would wait for the next activity.
             models.UniqueConstraint(
                 fields=["mission"],
-                condition=Q(status__in=["pending", "claimed"]),
-                name="one_open_snapshot_request_per_mission",
+                condition=Q(status="pending"),
+                name="one_pending_snapshot_request_per_mission",
             )
         ]
-        indexes = [models.Index(fields=["status", "not_before"], name="snapshot_request_due")]
+        indexes = [
+            models.Index(fields=["status", "not_before"], name="snapshot_request_due"),
+            # The debounce reads a mission's latest request.
+            models.Index(fields=["mission", "-id"], name="snapshot_request_latest"),
+        ]
 
 
 class RetentionPolicy(models.Model):
@@ -241,6 +257,10 @@ class PurgeLog(models.Model):
     counts = models.JSONField(default=dict)
     trigger = models.CharField(max_length=32, default="schedule")
     actor = models.CharField(max_length=150, blank=True, default="")
+    # Counts are written in the same transaction as each batch, so an interrupted purge leaves
+    # a log that says exactly what was deleted; `finished_at` stays empty and `error` says why.
+    finished_at = models.DateTimeField(null=True, blank=True)
+    error = models.TextField(blank=True, default="")
 
     class Meta:
         ordering = ["-id"]

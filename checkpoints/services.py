@@ -8,6 +8,7 @@ from typing import Any
 from django.db import transaction
 
 from checkpoints.models import Blob, Checkpoint
+from checkpoints.pruning import blob_writers_guard
 
 
 def canonical_json(value: Any) -> bytes:
@@ -23,6 +24,7 @@ def blobs_put(contents: list[bytes], *, media_type: str = "application/json") ->
     """Store each content once. Returns the hashes (in order) and the number of bytes newly stored."""
     by_hash = {sha256_hex(c): c for c in contents}
     hashes = [sha256_hex(c) for c in contents]
+    blob_writers_guard()
     existing = set(Blob.objects.filter(sha256__in=list(by_hash)).values_list("sha256", flat=True))
     new = [
         Blob(sha256=h, data=c, size_bytes=len(c), media_type=media_type)
@@ -63,7 +65,9 @@ def document_hash(state_refs: dict[str, str], agent_state_refs: dict[str, str]) 
     return sha256_hex(canonical_json({"agent_state": agent_state_refs, "state": state_refs}))
 
 
-@transaction.atomic
+# No savepoint: callers write under the mission's lock in a transaction of their own, and a
+# failure here fails that whole transaction anyway; a savepoint would only add two round trips.
+@transaction.atomic(savepoint=False)
 def checkpoint_write(
     *,
     mission_id: int,

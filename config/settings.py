@@ -126,13 +126,19 @@ QUESTLOG_ACTIVE_NOTES = env_int("QUESTLOG_ACTIVE_NOTES", 20)
 QUESTLOG_PREVIEW_CHARS = env_int("QUESTLOG_PREVIEW_CHARS", 280)
 QUESTLOG_SNAPSHOT_INTERVAL = env_int("QUESTLOG_SNAPSHOT_INTERVAL", 10)
 QUESTLOG_SNAPSHOT_SWEEP_INTERVAL = env_int("QUESTLOG_SNAPSHOT_SWEEP_INTERVAL", 30)
+# A snapshot request published but not run, or claimed by a worker silent for this long, is
+# published again by the sweep (a snapshot takes milliseconds; this only has to outlive a slow one).
+QUESTLOG_SNAPSHOT_STALE_AFTER = env_int("QUESTLOG_SNAPSHOT_STALE_AFTER", 60)
+# Test-only: seconds a snapshot waits before it commits, so a test can kill the worker mid-task.
+QUESTLOG_SNAPSHOT_TEST_DELAY = float(os.environ.get("QUESTLOG_SNAPSHOT_TEST_DELAY") or 0)
 QUESTLOG_STALLED_SWEEP_INTERVAL = env_int("QUESTLOG_STALLED_SWEEP_INTERVAL", 15)
+QUESTLOG_APPROVAL_EXPIRY_INTERVAL = env_int("QUESTLOG_APPROVAL_EXPIRY_INTERVAL", 30)
 QUESTLOG_MAINTENANCE_INTERVAL = env_int("QUESTLOG_MAINTENANCE_INTERVAL", 3600)
 
 # Celery: Redis in production; a broker that needs no server (kombu's filesystem transport)
 # as the embedded default so `make run` works on a fresh machine.
 _broker_dir = DATA_DIR / "broker"
-for _sub in ("in", "processed"):
+for _sub in ("in", "processed", "control"):
     (_broker_dir / _sub).mkdir(parents=True, exist_ok=True)
 CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL", "filesystem://")
 if CELERY_BROKER_URL.startswith("filesystem://"):
@@ -140,35 +146,52 @@ if CELERY_BROKER_URL.startswith("filesystem://"):
         "data_folder_in": str(_broker_dir / "in"),
         "data_folder_out": str(_broker_dir / "in"),
         "processed_folder": str(_broker_dir / "processed"),
+        "control_folder": str(_broker_dir / "control"),
         "store_processed": False,
     }
 else:
-    CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 3600}
+    CELERY_BROKER_TRANSPORT_OPTIONS = {
+        # An unacknowledged message (its worker died) is delivered again after this long; the
+        # snapshot sweep usually gets there first.
+        "visibility_timeout": env_int("QUESTLOG_BROKER_VISIBILITY_TIMEOUT", 3600),
+        # A publish to a broker that is down must fail fast: the request row in the database is
+        # the source of truth and the sweep publishes it later, so the API never waits on the
+        # broker. Without these, kombu retries the connection for seconds on every publish.
+        "max_retries": 1,
+        "interval_start": 0,
+        "interval_step": 0.2,
+        "interval_max": 0.5,
+        "socket_connect_timeout": 2,
+        "socket_timeout": 5,
+    }
+CELERY_BROKER_CONNECTION_TIMEOUT = 2
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_TASK_PUBLISH_RETRY = False
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+# Two queues, so that workers can be given to each: snapshots are many and short, maintenance
+# (sweeps, expiry, pruning) is periodic and may be long.
 CELERY_TASK_DEFAULT_QUEUE = "maintenance"
 CELERY_TASK_ROUTES = {
-    "checkpoints.tasks.*": {"queue": "snapshots"},
-    "quests.tasks.take_snapshot_task": {"queue": "snapshots"},
+    "quests.tasks.snapshot_take_task": {"queue": "snapshots"},
     "quests.tasks.*": {"queue": "maintenance"},
 }
-# A publish to a broker that is down must fail fast: the request row in the database is the
-# source of truth and the sweep re-enqueues it later, so the API never waits on the broker.
-CELERY_BROKER_CONNECTION_TIMEOUT = 2
-CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
-CELERY_TASK_PUBLISH_RETRY = False
 CELERY_BEAT_SCHEDULE_FILENAME = str(DATA_DIR / "celerybeat-schedule")
+
+
+def _every(task: str, seconds: int) -> dict:
+    # A periodic message that no worker ran before the next one is due is dropped, not piled up.
+    return {"task": task, "schedule": timedelta(seconds=seconds), "options": {"expires": seconds}}
+
+
 CELERY_BEAT_SCHEDULE = {
-    "sweep-stalled-runs": {
-        "task": "quests.tasks.sweep_stalled_runs_task",
-        "schedule": timedelta(seconds=QUESTLOG_STALLED_SWEEP_INTERVAL),
-    },
-    "sweep-snapshot-requests": {
-        "task": "quests.tasks.sweep_snapshot_requests_task",
-        "schedule": timedelta(seconds=QUESTLOG_SNAPSHOT_SWEEP_INTERVAL),
-    },
+    "sweep-snapshot-requests": _every("quests.tasks.snapshots_sweep_task", QUESTLOG_SNAPSHOT_SWEEP_INTERVAL),
+    "sweep-stalled-runs": _every("quests.tasks.stalled_runs_sweep_task", QUESTLOG_STALLED_SWEEP_INTERVAL),
+    "expire-approvals": _every("quests.tasks.approvals_expire_task", QUESTLOG_APPROVAL_EXPIRY_INTERVAL),
+    "prune-snapshots": _every("quests.tasks.snapshots_prune_task", QUESTLOG_MAINTENANCE_INTERVAL),
+    "purge-expired": _every("quests.retention_tasks.purge_expired_task", QUESTLOG_MAINTENANCE_INTERVAL),
 }
 
 LOGGING = {

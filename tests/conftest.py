@@ -33,6 +33,12 @@ class ApiClient:
         return self._call("delete", path, **extra)
 
 
+@pytest.fixture(autouse=True)
+def _fast_password_hashing(settings):
+    # The default hasher costs about a second per user on this machine; tests don't need it.
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
 @pytest.fixture
 def alice(django_user_model):
     return django_user_model.objects.create_user("alice", password="alice-password")
@@ -102,3 +108,20 @@ def run(agent, mission) -> dict:
     response = agent.post(f"missions/{mission['id']}/runs", {"agent": "test"})
     assert response.status_code == 201, response.content
     return response.json()["run"]
+
+
+@pytest.fixture
+def make_stale():
+    """Ages a run's heartbeat past QUESTLOG_HEARTBEAT_TIMEOUT, as if its agent had gone silent."""
+    from datetime import timedelta
+
+    from django.conf import settings
+    from django.utils import timezone
+
+    from quests.models import Run
+
+    def _make_stale(run_id: int) -> None:
+        aged = timezone.now() - timedelta(seconds=settings.QUESTLOG_HEARTBEAT_TIMEOUT + 5)
+        Run.objects.filter(pk=run_id).update(heartbeat_at=aged)
+
+    return _make_stale

@@ -1,12 +1,75 @@
 """The agent API (API.md), built with django-ninja. Endpoints are thin: they validate the body,
 call one service, and shape the answer."""
 
+import json
+import math
+from typing import Any
+
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from ninja import NinjaAPI
 from ninja.errors import AuthenticationError, HttpError, ValidationError
+from ninja.parser import Parser
 
 from quests.api.auth import AgentTokenAuth, PersonSessionAuth
-from quests.services.errors import ServiceError
+from quests.services.errors import InvalidInput, ServiceError
+
+
+def unstorable_text_at(value: Any) -> str | None:
+    """The path of a string (key or value) that PostgreSQL cannot store — one holding a NUL
+    character (text and jsonb refuse it) or a lone surrogate (not encodable as UTF-8) — or None.
+    Iterative, so deeply nested JSON cannot exhaust the stack."""
+    stack: list[tuple[str, Any]] = [("", value)]
+    while stack:
+        path, item = stack.pop()
+        if isinstance(item, dict):
+            for key, child in item.items():
+                child_path = f"{path}.{key}" if path else str(key)
+                if _unstorable(key):
+                    return path
+                stack.append((child_path, child))
+        elif isinstance(item, list):
+            stack.extend((f"{path}.{i}" if path else str(i), child) for i, child in enumerate(item))
+        elif isinstance(item, str) and _unstorable(item):
+            return path
+    return None
+
+
+def _unstorable(text: str) -> bool:
+    if "\x00" in text:
+        return True
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
+def _not_json(constant: str) -> Any:
+    raise ValueError(f"{constant} is not a JSON value.")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        return _not_json(text)  # 1e400 overflows to infinity
+    return value
+
+
+class StorableJsonParser(Parser):
+    """JSON bodies whose text can be stored: refused here with a clear 422 rather than failing
+    deep in the database with a 500."""
+
+    def parse_body(self, request: HttpRequest):
+        # Python's json accepts NaN and Infinity, which are not JSON and which jsonb refuses:
+        # raising here makes them a 400 malformed body instead of a 500 from the database.
+        data = json.loads(request.body, parse_constant=_not_json, parse_float=_finite_float)
+        # Both kinds of unstorable text can only arrive as \u escapes: most bodies skip the walk.
+        if b"\\u" in request.body:
+            field = unstorable_text_at(data)
+            if field is not None:
+                raise InvalidInput("Text may not contain a NUL character (\\u0000) or a lone surrogate.", field=field or None)
+        return data
+
 
 api = NinjaAPI(
     title="Questlog agent API",
@@ -14,11 +77,13 @@ api = NinjaAPI(
     description="Save states for long-running agents: checkpoint, resume, never repeat a side effect.",
     auth=[AgentTokenAuth(), PersonSessionAuth()],
     urls_namespace="api",
+    parser=StorableJsonParser(),
 )
 
 
-def error_response(status: int, code: str, message: str, **extra) -> JsonResponse:
-    return JsonResponse({"error": {"code": code, "message": message, **extra}}, status=status)
+def error_response(http_status: int, code: str, message: str, /, **extra) -> JsonResponse:
+    # Positional-only: a conflict's own extra fields (its current `status`, say) must not collide.
+    return JsonResponse({"error": {"code": code, "message": message, **extra}}, status=http_status)
 
 
 @api.exception_handler(ServiceError)
@@ -45,6 +110,8 @@ def on_unauthenticated(request: HttpRequest, exc: AuthenticationError) -> HttpRe
 
 @api.exception_handler(HttpError)
 def on_http_error(request: HttpRequest, exc: HttpError) -> HttpResponse:
+    if isinstance(exc.__cause__, ServiceError):
+        return on_service_error(request, exc.__cause__)  # refused by the body parser
     if exc.status_code == 400:
         return error_response(400, "malformed_json", "The request body is not valid JSON.")
     if exc.status_code == 403:

@@ -71,6 +71,10 @@ def transition(
     if to in (S.CANCELLED, S.COMPLETED):
         mission.ended_at = timezone.now()
         fields.append("ended_at")
+        # The one place missions end: from here their working state starts to expire.
+        from quests.services.retention import retention_mission_ended
+
+        fields += retention_mission_ended(mission)
     mission.state_version += 1
     mission.save(update_fields=fields)
     audit(

@@ -5,7 +5,7 @@ from typing import Any
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from checkpoints.models import Checkpoint, Record
+from checkpoints.models import DURABLE_RECORD_KINDS, Checkpoint, Record
 from quests.models import (
     Approval,
     ApprovalStatus,
@@ -195,6 +195,13 @@ def mission_restore(*, actor: Actor, mission_id: int, checkpoint_id: int) -> tup
         # A resolution made on the abandoned branch is undone with it.
         Record.objects.filter(resolved_by__in=abandoned_ids).update(resolved=False, resolved_by=None)
         Record.objects.filter(mission=mission, pk__in=kept_ids, abandoned=True).update(abandoned=False)
+        # Every checkpoint holds all durable records still open at its time, so it says which were
+        # resolved then: a resolution undone by an earlier restore is redone when its branch returns.
+        durable = Record.objects.filter(
+            mission=mission, kind__in=DURABLE_RECORD_KINDS, abandoned=False, pk__lte=target.record_watermark
+        )
+        durable.filter(pk__in=kept_ids, resolved=True).update(resolved=False, resolved_by=None)
+        durable.exclude(pk__in=kept_ids).filter(resolved=False).update(resolved=True)
         _expire_pending(mission, actor=actor)
         machine.transition(mission, event="restore", to=MissionStatus.READY, actor=actor)
         mission.head_checkpoint = target

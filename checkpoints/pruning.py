@@ -1,0 +1,158 @@
+"""Pruning of technical snapshots and garbage collection of blobs, in the lower layer.
+
+Pruning removes old background checkpoints and keeps the tree whole: every checkpoint that stays
+is re-parented to its nearest kept ancestor, so "A is an ancestor of B" holds after pruning exactly
+when it held before, and every kept checkpoint still reaches the mission's root (a root is never
+pruned). Which checkpoints the upper layer must keep (the mission's head, its last verified one)
+it passes in: this layer knows nothing about missions beyond their id.
+
+Blob collection deletes a blob only when no checkpoint (state or agent state) and no record
+refers to it. Blobs are content-addressed and shared across missions, so a writer may be about to
+reuse one at the very moment it looks unreferenced; `blob_writers_guard` closes that race."""
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from django.db import connection, transaction
+
+from checkpoints.models import Blob, Checkpoint, Record, Trigger
+
+# Arbitrary but fixed: the advisory lock that blob writers share and the collector takes alone.
+BLOB_GC_LOCK = 0x51_0B_6C
+DELETE_BATCH = 500
+
+
+@dataclass(frozen=True)
+class Node:
+    id: int
+    parent_id: int | None
+    seq: int
+    trigger: str
+    verified: bool
+    created_at: datetime
+
+
+@dataclass
+class PruneResult:
+    pruned: list[int] = field(default_factory=list)
+    reparented: int = 0
+    blob_candidates: set[str] = field(default_factory=set)
+
+
+def prunable(nodes: Iterable[Node], *, protected: set[int], older_than: datetime, keep_newest: int) -> set[int]:
+    """Which checkpoints may go: unverified background snapshots older than `older_than`, except
+    the newest `keep_newest` of them, the protected ones and a root. Every verified, milestone,
+    approval, stop, restore and agent checkpoint is kept."""
+    background = sorted(
+        (n for n in nodes if n.trigger == Trigger.BACKGROUND and not n.verified), key=lambda n: n.seq, reverse=True
+    )
+    return {
+        n.id
+        for n in background[keep_newest:]
+        if n.created_at < older_than and n.id not in protected and n.parent_id is not None
+    }
+
+
+def reparenting(nodes: Iterable[Node], pruned: set[int]) -> dict[int, int | None]:
+    """For each kept checkpoint whose parent is pruned: its nearest kept ancestor."""
+    parent = {n.id: n.parent_id for n in nodes}
+    moves: dict[int, int | None] = {}
+    for node_id, parent_id in parent.items():
+        if node_id in pruned or parent_id not in pruned:
+            continue
+        ancestor = parent_id
+        seen: set[int] = set()
+        while ancestor is not None and ancestor in pruned and ancestor not in seen:
+            seen.add(ancestor)
+            ancestor = parent.get(ancestor)
+        moves[node_id] = ancestor
+    return moves
+
+
+def checkpoints_prune(*, mission_id: int, protected: set[int], older_than: datetime, keep_newest: int) -> PruneResult:
+    """Prune one mission's old background checkpoints. The caller holds the mission's lock, so
+    no checkpoint is written onto a parent that is being removed. Returns the pruned ids and the
+    blobs they referred to (candidates for `blobs_collect_garbage`)."""
+    rows = Checkpoint.objects.filter(mission_id=mission_id).values_list(
+        "pk", "parent_id", "seq", "trigger", "verified", "created_at"
+    )
+    nodes = [Node(*row) for row in rows]
+    pruned = prunable(nodes, protected=protected, older_than=older_than, keep_newest=keep_newest)
+    if not pruned:
+        return PruneResult()
+    moves = reparenting(nodes, pruned)
+    with transaction.atomic():
+        by_parent: dict[int | None, list[int]] = {}
+        for child, new_parent in moves.items():
+            by_parent.setdefault(new_parent, []).append(child)
+        for new_parent, children in by_parent.items():
+            Checkpoint.objects.filter(pk__in=children).update(parent_id=new_parent)
+        candidates: set[str] = set()
+        ids = sorted(pruned)
+        for state_refs, agent_refs in Checkpoint.objects.filter(pk__in=ids).values_list("state_refs", "agent_state_refs"):
+            candidates.update(state_refs.values())
+            candidates.update(agent_refs.values())
+        for i in range(0, len(ids), DELETE_BATCH):
+            batch = ids[i : i + DELETE_BATCH]
+            # Children were re-parented above; unhook the batch from one another first so the
+            # delete is set-wise instead of one SET NULL per checkpoint.
+            Checkpoint.objects.filter(pk__in=batch).update(parent=None)
+            Checkpoint.objects.filter(pk__in=batch).delete()
+    return PruneResult(pruned=ids, reparented=len(moves), blob_candidates=candidates)
+
+
+def blob_writers_guard() -> None:
+    """Called by every writer that stores or reuses blobs, inside its transaction: it shares a
+    lock that the collector takes alone, so a blob that a writer found and is about to refer to
+    cannot be collected before that writer commits. On SQLite every write transaction already
+    excludes the others."""
+    if connection.vendor == "postgresql" and connection.in_atomic_block:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_xact_lock_shared(%s)", [BLOB_GC_LOCK])
+
+
+def blobs_collect_garbage(candidates: Iterable[str]) -> int:
+    """Delete those of `candidates` that no checkpoint and no record refers to. Returns how many.
+
+    The check and the delete run while no blob writer is mid-transaction (see
+    `blob_writers_guard`): writers wait for the collector, which only reads references."""
+    remaining = set(candidates)
+    if not remaining:
+        return 0
+    with transaction.atomic():
+        if connection.vendor == "postgresql":
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT pg_advisory_xact_lock(%s)", [BLOB_GC_LOCK])
+        remaining -= set(Record.objects.filter(blob_id__in=remaining).values_list("blob_id", flat=True))
+        remaining -= referenced_by_checkpoints(remaining)
+        deleted = 0
+        ids = sorted(remaining)
+        for i in range(0, len(ids), DELETE_BATCH):
+            deleted += Blob.objects.filter(sha256__in=ids[i : i + DELETE_BATCH]).delete()[0]
+        return deleted
+
+
+def referenced_by_checkpoints(hashes: set[str]) -> set[str]:
+    """Which of `hashes` any checkpoint refers to, under any part name."""
+    if not hashes:
+        return set()
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute(
+                """
+                SELECT DISTINCT ref.value FROM checkpoints_checkpoint c,
+                    LATERAL (SELECT value FROM jsonb_each_text(c.state_refs)
+                             UNION ALL SELECT value FROM jsonb_each_text(c.agent_state_refs)) ref
+                WHERE ref.value = ANY(%s)
+                """,
+                [list(hashes)],
+            )
+            return {row[0] for row in cursor.fetchall()}
+    found: set[str] = set()
+    for state_refs, agent_refs in Checkpoint.objects.values_list("state_refs", "agent_state_refs").iterator(chunk_size=2000):
+        found.update(hashes.intersection(state_refs.values()))
+        found.update(hashes.intersection(agent_refs.values()))
+        if found == hashes:
+            break
+    return found

@@ -1,0 +1,233 @@
+"""Pages about keeping and forgetting: the person's memory, their data export, a quest's retention
+choice and "delete now", and the staff retention page. Thin: each calls one retention or memory
+service; a refusal becomes a message or a form error, never a 500."""
+
+from collections.abc import Callable
+from datetime import timedelta
+from functools import wraps
+from typing import Any
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.serializers.json import DjangoJSONEncoder
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.utils import timezone
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+
+from checkpoints.models import PurgeLog, RetentionPolicy
+from quests.models import MemoryItem, MemoryProposal, Mission
+from quests.retention_forms import HoldForm, MemoryDecisionForm, PurgeForm, RetentionPolicyForm
+from quests.services import memory, retention
+from quests.services.access import get_for
+from quests.services.audit import Actor
+from quests.services.errors import InvalidInput, NotFound, ServiceError
+
+PURGE_LOG_ROWS = 25
+
+
+def _actor(request: HttpRequest) -> Actor:
+    return Actor(user=request.user)
+
+
+def _attempt(request: HttpRequest, do: Callable[[], Any], *, done: str) -> bool:
+    """Run one service call; another user's object is a 404, any other refusal a message."""
+    try:
+        do()
+    except NotFound as exc:
+        raise Http404(exc.message)
+    except ServiceError as exc:
+        messages.error(request, exc.message)
+        return False
+    messages.success(request, done)
+    return True
+
+
+# ---- the person's memory -------------------------------------------------------------------------
+
+@login_required
+@require_GET
+def memory_page(request: HttpRequest) -> HttpResponse:
+    user = request.user
+    return render(request, "retention/memory.html", {
+        "items": MemoryItem.objects.filter(owner=user).select_related("source_mission").order_by("name", "id"),
+        "proposals": MemoryProposal.objects.filter(owner=user, status=MemoryProposal.Status.PENDING).select_related("mission").order_by("id"),
+        "now": timezone.now(),
+    })
+
+
+@login_required
+@require_POST
+def memory_forget(request: HttpRequest, pk: int) -> HttpResponse:
+    _attempt(request, lambda: memory.memory_forget(actor=_actor(request), item_id=pk), done="Forgotten: Questlog no longer remembers it.")
+    return redirect("retention:memory")
+
+
+@login_required
+@require_POST
+def memory_renew(request: HttpRequest, pk: int) -> HttpResponse:
+    _attempt(request, lambda: memory.memory_renew(actor=_actor(request), item_id=pk), done="Kept for another year.")
+    return redirect("retention:memory")
+
+
+@login_required
+@require_POST
+def memory_decide(request: HttpRequest, pk: int) -> HttpResponse:
+    form = MemoryDecisionForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, "Choose Remember or Don't remember.")
+        return redirect("retention:memory")
+    decision = form.cleaned_data["decision"]
+    done = "Remembered." if decision == "approve" else "Not remembered; the proposal goes with its quest's working state."
+    _attempt(request, lambda: memory.memory_decide(actor=_actor(request), proposal_id=pk, decision=decision), done=done)
+    return redirect("retention:memory")
+
+
+# ---- the person's data -----------------------------------------------------------------------------
+
+@login_required
+@require_GET
+def account_export(request: HttpRequest) -> HttpResponse:
+    data = retention.account_export(actor=_actor(request))
+    response = JsonResponse(data, encoder=DjangoJSONEncoder, json_dumps_params={"indent": 2, "ensure_ascii": False})
+    filename = f"questlog-{request.user.get_username()}-{timezone.now():%Y-%m-%d}.json"
+    response["Content-Disposition"] = f'attachment; filename="{filename}"'
+    return response
+
+
+# ---- one quest: keep its history, withdraw, delete now ------------------------------------------
+
+def _mission_url(pk: int) -> str:
+    return reverse("mission", args=[pk]) + "#retention"
+
+
+@login_required
+@require_POST
+def mission_keep(request: HttpRequest, pk: int) -> HttpResponse:
+    _attempt(request, lambda: retention.retention_keep(actor=_actor(request), mission_id=pk), done="This quest's history will be kept.")
+    return redirect(_mission_url(pk))
+
+
+@login_required
+@require_POST
+def mission_withdraw(request: HttpRequest, pk: int) -> HttpResponse:
+    _attempt(
+        request, lambda: retention.retention_withdraw(actor=_actor(request), mission_id=pk),
+        done="No longer kept: its working state expires like any other quest's.",
+    )
+    return redirect(_mission_url(pk))
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def mission_delete(request: HttpRequest, pk: int) -> HttpResponse:
+    try:
+        mission = get_for(_actor(request), Mission, pk)
+    except NotFound:
+        raise Http404("No such quest.")
+    if request.method == "GET" or request.POST.get("confirmed") != "yes":
+        return render(request, "retention/delete_confirm.html", {"mission": mission, "mission_url": _mission_url(pk)})
+    _attempt(
+        request, lambda: retention.retention_delete_now(actor=_actor(request), mission_id=pk),
+        done="Deleted: only the quest's title, status and dates remain.",
+    )
+    return redirect(_mission_url(pk))
+
+
+# ---- staff -------------------------------------------------------------------------------------------
+
+def staff_only(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+    """Staff pages and actions are a 404 for everyone else, signed in or not."""
+    @wraps(view)
+    def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        try:
+            retention.require_staff(_actor(request))
+        except NotFound:
+            raise Http404("No such page.")
+        return view(request, *args, **kwargs)
+
+    return wrapper
+
+
+def _staff_page(request: HttpRequest, *, status: int = 200, **forms: Any) -> HttpResponse:
+    policy = RetentionPolicy.current()
+    context = {
+        "policy": policy,
+        "policy_form": forms.get("policy_form") or RetentionPolicyForm(instance=policy),
+        "hold_form": forms.get("hold_form") or HoldForm(),
+        "purge_form": PurgeForm(),
+        "expiring": retention.expiring_soon(),
+        "holds": retention.active_holds(),
+        "logs": [_with_summary(log) for log in PurgeLog.objects.all()[:PURGE_LOG_ROWS]],
+    }
+    return render(request, "retention/staff.html", context, status=status)
+
+
+def counts_summary(counts: dict[str, int]) -> str:
+    return ", ".join(f"{n} {kind.replace('_', ' ')}" for kind, n in counts.items()) or "nothing"
+
+
+def _with_summary(log: PurgeLog) -> PurgeLog:
+    log.summary = counts_summary(log.counts)
+    # A purge run with --as-of (time travel) shows the moment it purged for.
+    log.time_travel = abs(log.as_of - log.created_at) > timedelta(minutes=1)
+    return log
+
+
+@staff_only
+@require_GET
+def staff_retention(request: HttpRequest) -> HttpResponse:
+    return _staff_page(request)
+
+
+@staff_only
+@require_POST
+def staff_policy(request: HttpRequest) -> HttpResponse:
+    form = RetentionPolicyForm(request.POST, instance=RetentionPolicy.current())
+    if not form.is_valid():
+        return _staff_page(request, status=422, policy_form=form)
+    try:
+        retention.retention_policy_update(actor=_actor(request), **{name: form.cleaned_data[name] for name in retention.POLICY_FIELDS})
+    except InvalidInput as exc:
+        form.add_error(exc.extra.get("field"), exc.message)
+        return _staff_page(request, status=422, policy_form=form)
+    messages.success(request, "Retention policy saved. It applies to quests that end from now on.")
+    return redirect("retention:staff")
+
+
+@staff_only
+@require_POST
+def staff_hold_place(request: HttpRequest) -> HttpResponse:
+    form = HoldForm(request.POST)
+    if not form.is_valid():
+        return _staff_page(request, status=422, hold_form=form)
+    data = form.cleaned_data
+    try:
+        retention.hold_place(
+            actor=_actor(request), reason=data["reason"], mission_id=data.get("mission_id"),
+            username=(data.get("username") or "").strip() or None,
+        )
+    except InvalidInput as exc:
+        field = exc.extra.get("field")
+        form.add_error(field if field in form.fields else None, exc.message)
+        return _staff_page(request, status=422, hold_form=form)
+    messages.success(request, "Hold placed: nothing it covers will be purged until it is released.")
+    return redirect("retention:staff")
+
+
+@staff_only
+@require_POST
+def staff_hold_release(request: HttpRequest, pk: int) -> HttpResponse:
+    _attempt(request, lambda: retention.hold_release(actor=_actor(request), hold_id=pk), done="Hold released.")
+    return redirect("retention:staff")
+
+
+@staff_only
+@require_POST
+def staff_purge(request: HttpRequest) -> HttpResponse:
+    form = PurgeForm(request.POST)
+    dry_run = form.is_valid() and form.cleaned_data["dry_run"]
+    log = retention.retention_purge(dry_run=dry_run, trigger="staff", actor=_actor(request))
+    messages.success(request, f"{'Dry run: would delete' if dry_run else 'Purged'} {counts_summary(log.counts)}.")
+    return redirect("retention:staff")

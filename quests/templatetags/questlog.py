@@ -1,0 +1,134 @@
+"""Presentation helpers for the pages: labels, readable values, form problems, demo credentials."""
+
+import json
+from typing import Any
+
+from django import template
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.utils.html import format_html, format_html_join
+from django.utils.safestring import SafeString, mark_safe
+
+register = template.Library()
+
+STOP_REASONS = {
+    "waiting_for_approval": "Stopped to wait for your approval",
+    "blocked_external": "Blocked by something outside",
+    "failed_retry_budget": "Failed after using its retries",
+    "paused_by_user": "Paused by you",
+    "cancelled_by_user": "Cancelled by you",
+    "interrupted": "Stopped unexpectedly (no heartbeat)",
+    "completed": "Completed",
+}
+
+TRIGGERS = {
+    "agent": "saved by the agent",
+    "background": "background snapshot",
+    "approval": "approval requested",
+    "milestone": "milestone claimed",
+    "stop": "run stopped",
+    "restore": "restored",
+}
+
+
+@register.filter
+def label(value: Any) -> str:
+    """`waiting_for_approval` → `Waiting for approval`."""
+    text = str(value or "").replace("_", " ").strip()
+    return text[:1].upper() + text[1:]
+
+
+@register.filter
+def stop_reason(value: str | None) -> str:
+    return STOP_REASONS.get(value or "", label(value))
+
+
+@register.filter
+def stop_sentence(obj: Any) -> str:
+    """Why a run (or a saved mission state) stopped, in one sentence: the reason, and the detail
+    when it says more than the reason does."""
+    reason = obj.get("stop_reason") if isinstance(obj, dict) else obj.stop_reason
+    detail = ((obj.get("stop_detail") if isinstance(obj, dict) else obj.stop_detail) or "").strip()
+    if not reason:
+        return detail
+    if reason in ("paused_by_user", "cancelled_by_user") or not detail:
+        return STOP_REASONS.get(reason, label(reason))
+    if reason == "waiting_for_approval":
+        return detail
+    return f"{STOP_REASONS.get(reason, label(reason))}: {detail}"
+
+
+@register.filter
+def trigger(value: str) -> str:
+    return TRIGGERS.get(value, label(value))
+
+
+@register.filter
+def pretty_json(value: Any) -> str:
+    return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True)
+
+
+@register.filter
+def problem_for(problem: Any, what: Any) -> Any:
+    """The problem of the form about `what` (a model instance, or `kind` / `kind:id`), else None."""
+    if problem is None:
+        return None
+    kind, ident = problem.target
+    if isinstance(what, str):
+        want_kind, _, want_id = what.partition(":")
+        return problem if kind == want_kind and (not want_id or str(ident) == want_id) else None
+    return problem if (kind, ident) == (what._meta.model_name, what.pk) else None
+
+
+@register.filter
+def value_of(problem: Any, name: str) -> str:
+    """What the person typed into field `name` of the form that had a problem."""
+    return (problem.values.get(name, "") if problem is not None else "") or ""
+
+
+@register.filter
+def get(mapping: dict, key: Any) -> Any:
+    return mapping.get(key) if isinstance(mapping, dict) else None
+
+
+@register.filter
+def readable(value: Any) -> SafeString:
+    """A JSON value as nested HTML a person can read: objects as definition lists, lists as lists."""
+    return _readable(value, depth=0)
+
+
+def _readable(value: Any, depth: int) -> SafeString:
+    if depth > 12:
+        return format_html("<code>{}</code>", json.dumps(value, ensure_ascii=False))
+    if isinstance(value, dict):
+        if not value:
+            return mark_safe('<span class="muted">(empty)</span>')
+        items = format_html_join("", "<dt>{}</dt><dd>{}</dd>", ((label(k), _readable(v, depth + 1)) for k, v in value.items()))
+        return format_html('<dl class="kv">{}</dl>', items)
+    if isinstance(value, list):
+        if not value:
+            return mark_safe('<span class="muted">(none)</span>')
+        if all(not isinstance(v, (dict, list)) for v in value) and len(value) <= 8:
+            return format_html_join(", ", "{}", ((_scalar(v),) for v in value))
+        return format_html('<ul class="plain">{}</ul>', format_html_join("", "<li>{}</li>", ((_readable(v, depth + 1),) for v in value)))
+    return _scalar(value)
+
+
+def _scalar(value: Any) -> SafeString:
+    if value is None:
+        return mark_safe('<span class="muted">—</span>')
+    if isinstance(value, bool):
+        return mark_safe("yes" if value else "no")
+    return format_html("{}", value)
+
+
+@register.simple_tag
+def demo_credentials() -> tuple[str, str] | None:
+    """The demo login, shown on the login page in DEBUG only (and only while the demo user exists)."""
+    if not settings.DEBUG:
+        return None
+    from quests.services.demo import DEMO_PASSWORD, DEMO_USERNAME
+
+    if not get_user_model().objects.filter(username=DEMO_USERNAME).exists():
+        return None
+    return DEMO_USERNAME, DEMO_PASSWORD

@@ -1,0 +1,98 @@
+"""Missions in the states people meet, built through the services (as an agent would), for the
+page tests and the browser tests."""
+
+from dataclasses import dataclass
+
+import pytest
+
+from quests.models import Approval, Milestone, Mission, Run
+from quests.services import approvals, missions, operations, records, runs
+from quests.services.audit import Actor
+from quests.services.tokens import token_create
+
+
+@pytest.fixture(autouse=True)
+def fast_password_hashing(settings):
+    """Page tests log people in many times; the real hasher's cost buys nothing here. Import this
+    fixture into a test module to use it there."""
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+def agent_for(user) -> Actor:
+    token, _ = token_create(user=user, name="builder-agent")
+    return Actor(user=user, token=token)
+
+
+def person(user) -> Actor:
+    return Actor(user=user)
+
+
+def new_mission(user, title: str = "Book the offsite", *, agent: Actor | None = None) -> Mission:
+    mission, _ = missions.mission_create(
+        actor=agent or agent_for(user),
+        title=title,
+        objective="Find and book a venue for 12 people.",
+        constraints=["Never email the client before Friday"],
+        planned_milestones=[{"kind": "research_complete", "title": "Research"}, {"kind": "plan_approved", "title": "Plan"}],
+    )
+    return mission
+
+
+def running(user, title: str = "Write the report", *, agent: Actor | None = None) -> tuple[Mission, Run]:
+    agent = agent or agent_for(user)
+    mission = new_mission(user, title, agent=agent)
+    run, _ = runs.run_start(actor=agent, mission_id=mission.pk, agent="test-agent")
+    mission.refresh_from_db()
+    return mission, run
+
+
+def waiting_on_approval(
+    user, title: str = "Ship the pricing page", *, action: str = "deploy to production", agent: Actor | None = None
+) -> tuple[Mission, Approval]:
+    agent = agent or agent_for(user)
+    mission, run = running(user, title, agent=agent)
+    approval, _ = approvals.approval_request(
+        actor=agent, run_id=run.pk, action=action, payload={"environment": "production", "version": "1.2"},
+        reason="Deploying changes the public site.", agent_state={"step": "deploy"},
+    )
+    mission.refresh_from_db()
+    return mission, approval
+
+
+def waiting_on_gate(user, title: str = "Plan the offsite", *, agent: Actor | None = None) -> tuple[Mission, Milestone]:
+    agent = agent or agent_for(user)
+    mission, run = running(user, title, agent=agent)
+    milestone, _ = approvals.milestone_claim(
+        actor=agent, run_id=run.pk, kind="research_complete", title="Venues shortlisted",
+        summary="Two venues under budget.", gate=True, agent_state={"step": "plan"},
+    )
+    mission.refresh_from_db()
+    return mission, milestone
+
+
+@dataclass
+class Verified:
+    """A mission with a verified checkpoint, a later branch of work, and a completed operation."""
+
+    mission: Mission
+    verified_checkpoint_id: int
+    later_decision_id: int
+
+
+def verified_then_more_work(user, title: str = "Book the Lisbon trip", *, agent: Actor | None = None) -> Verified:
+    agent = agent or agent_for(user)
+    mission, run = running(user, title, agent=agent)
+    records.checkpoint_create(actor=agent, run_id=run.pk, agent_state={"step": "search"})
+    milestone, _ = approvals.milestone_claim(
+        actor=agent, run_id=run.pk, kind="plan_approved", title="Plan approved", agent_state={"step": "plan", "hotel": "Avenida"},
+    )
+    approvals.milestone_review(actor=person(user), milestone_id=milestone.pk, action="approve")
+    op, _ = operations.operation_plan(actor=agent, run_id=run.pk, key="flight-1", kind="flight.book", target="TP1351", request={"seats": 1})
+    operations.operation_attempt(actor=agent, operation_id=op.pk)
+    operations.operation_complete(actor=agent, operation_id=op.pk, external_id="PNR-7QX2", external_status="confirmed", receipt={"price": "312 EUR"})
+    decision, _ = records.record_create(actor=agent, run_id=run.pk, kind="decision", text="Switch to Hotel Miradouro.")
+    records.checkpoint_create(actor=agent, run_id=run.pk, agent_state={"step": "hotel", "hotel": "Miradouro"})
+    runs.run_stop(actor=agent, run_id=run.pk, reason="blocked_external", detail="Hotel site down")
+    milestone.refresh_from_db()
+    mission.refresh_from_db()
+    return Verified(mission=mission, verified_checkpoint_id=milestone.checkpoint_id, later_decision_id=decision.pk)

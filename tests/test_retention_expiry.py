@@ -1,0 +1,157 @@
+"""Expiry: nothing of an active quest expires; an ended one's working state expires after the
+policy's grace period, or after the approved maximum when its owner chose to keep it."""
+
+from datetime import timedelta
+
+import pytest
+from django.core.management import call_command
+
+from checkpoints.models import Checkpoint, Operation, OperationEvent, Record, RetentionClass, RetentionPolicy
+from quests.models import Approval, Constraint, MemoryItem, Milestone, Mission
+from quests.services.audit import Actor
+from quests.services.errors import Conflict
+from quests.services.retention import retention_keep, retention_withdraw
+
+pytestmark = pytest.mark.django_db
+
+
+def purge_as_of(when) -> None:
+    call_command("purge_expired", "--as-of", when.isoformat())
+
+
+def work(agent, run_id: int) -> None:
+    agent.post(f"runs/{run_id}/records", {"kind": "decision", "text": "Use Lakeside"})
+    op = agent.post(f"runs/{run_id}/operations", {"key": "email-1", "kind": "email", "target": "client", "request": {"to": "c@example.com"}}).json()
+    agent.post(f"operations/{op['id']}/attempt")
+    agent.post(f"operations/{op['id']}/complete", {"external_id": "m1", "external_status": "sent", "receipt": {"id": "m1"}})
+    agent.post(f"runs/{run_id}/milestones", {"kind": "research_complete", "title": "Research", "summary": "Three venues"})
+    agent.post(f"runs/{run_id}/checkpoints", {"agent_state": {"tmp": "/tmp/offsite", "hypothesis": "Lakeside is free"}})
+
+
+def complete(agent, run_id: int) -> None:
+    r = agent.post(f"runs/{run_id}/stop", {"reason": "completed", "detail": "Booked"})
+    assert r.status_code == 200, r.content
+
+
+def test_nothing_of_an_active_mission_expires(agent, mission, run):
+    work(agent, run["id"])
+    assert agent.get(f"missions/{mission['id']}").json()["expires_at"] is None
+    purge_as_of(Mission.objects.get(pk=mission["id"]).created_at + timedelta(days=3650))
+    body = agent.get(f"missions/{mission['id']}").json()
+    assert body["purged_at"] is None
+    assert len(agent.get(f"missions/{mission['id']}/checkpoints").json()["items"]) >= 1
+    assert Record.objects.filter(mission_id=mission["id"]).count() == 1
+
+
+def test_a_completed_mission_expires_after_the_grace_period(agent, mission, run):
+    work(agent, run["id"])
+    complete(agent, run["id"])
+    m = Mission.objects.get(pk=mission["id"])
+    assert m.ended_at is not None
+    assert m.expires_at == m.ended_at + timedelta(days=30)
+    assert agent.get(f"missions/{mission['id']}").json()["expires_at"] == m.expires_at.isoformat()
+
+    purge_as_of(m.ended_at + timedelta(days=29))
+    assert Mission.objects.get(pk=m.pk).purged_at is None
+    assert Checkpoint.objects.filter(mission=m).exists()
+
+    purge_as_of(m.ended_at + timedelta(days=31))
+    assert Mission.objects.get(pk=m.pk).purged_at is not None
+    assert not Checkpoint.objects.filter(mission=m).exists()
+
+
+def test_a_cancelled_mission_expires_like_a_completed_one(agent, person, mission, run):
+    work(agent, run["id"])
+    assert person.post(f"missions/{mission['id']}/cancel").status_code == 200
+    m = Mission.objects.get(pk=mission["id"])
+    assert m.status == "cancelled"
+    assert m.expires_at == m.ended_at + timedelta(days=30)
+
+
+def test_the_grace_period_comes_from_the_staff_policy(agent, mission, run):
+    policy = RetentionPolicy.current()
+    policy.grace_days = 3
+    policy.save()
+    complete(agent, run["id"])
+    m = Mission.objects.get(pk=mission["id"])
+    assert m.expires_at == m.ended_at + timedelta(days=3)
+
+
+def test_keeping_the_history_moves_expiry_to_the_approved_maximum(alice, agent, mission, run):
+    work(agent, run["id"])
+    complete(agent, run["id"])
+    kept = retention_keep(actor=Actor(user=alice), mission_id=mission["id"])
+    assert kept.retention_approved_at is not None
+    assert kept.expires_at == kept.retention_approved_at + timedelta(days=365)
+    body = agent.get(f"missions/{mission['id']}").json()
+    assert body["retention_approved_at"] == kept.retention_approved_at.isoformat()
+
+    purge_as_of(kept.ended_at + timedelta(days=31))
+    assert Mission.objects.get(pk=kept.pk).purged_at is None
+    purge_as_of(kept.retention_approved_at + timedelta(days=366))
+    assert Mission.objects.get(pk=kept.pk).purged_at is not None
+
+
+def test_keeping_an_active_missions_history_applies_once_it_ends(alice, agent, mission, run):
+    kept = retention_keep(actor=Actor(user=alice), mission_id=mission["id"])
+    assert kept.expires_at is None
+    complete(agent, run["id"])
+    m = Mission.objects.get(pk=mission["id"])
+    assert m.expires_at == m.ended_at + timedelta(days=365)
+
+
+def test_withdrawing_the_keep_choice_restores_the_grace_period(alice, agent, mission, run):
+    complete(agent, run["id"])
+    retention_keep(actor=Actor(user=alice), mission_id=mission["id"])
+    m = retention_withdraw(actor=Actor(user=alice), mission_id=mission["id"])
+    assert m.retention_approved_at is None
+    assert m.expires_at == m.ended_at + timedelta(days=30)
+    with pytest.raises(Conflict):
+        retention_withdraw(actor=Actor(user=alice), mission_id=mission["id"])
+
+
+def test_an_agent_cannot_choose_to_keep_a_history(agent, mission):
+    r = agent.post(f"/missions/{mission['id']}/retention/keep/")
+    # The page needs a signed-in person; an agent token is no session.
+    assert r.status_code == 302
+    assert Mission.objects.get(pk=mission["id"]).retention_approved_at is None
+
+
+def test_every_piece_of_working_state_carries_its_missions_expiry(agent, person, mission, run, django_capture_on_commit_callbacks):
+    work(agent, run["id"])
+    approval = agent.post(f"runs/{run['id']}/approvals", {"action": "pay deposit", "payload": {"eur": 500}, "reason": "money"}).json()
+    person.post(f"approvals/{approval['id']}/decision", {"decision": "approve"})
+    run2 = agent.post(f"missions/{mission['id']}/runs", {"agent": "test"}).json()["run"]
+    with django_capture_on_commit_callbacks(execute=True):
+        complete(agent, run2["id"])
+    m = Mission.objects.get(pk=mission["id"])
+    rows = [
+        *Checkpoint.objects.filter(mission=m), *Record.objects.filter(mission=m), *Operation.objects.filter(mission=m),
+        *OperationEvent.objects.filter(operation__mission=m), *Constraint.objects.filter(mission=m),
+        *Approval.objects.filter(mission=m), *Milestone.objects.filter(mission=m),
+    ]
+    assert {type(r).__name__ for r in rows} >= {"Checkpoint", "Record", "Operation", "OperationEvent", "Constraint", "Approval", "Milestone"}
+    for row in rows:
+        assert row.created_at is not None
+        assert row.retention_class == RetentionClass.WORKING
+        assert row.expires_at == m.expires_at, type(row).__name__
+    # The stop checkpoint is written after the transition, in the same transaction: stamped too.
+    assert Checkpoint.objects.filter(mission=m, trigger="stop").get().expires_at == m.expires_at
+
+
+def test_memory_items_are_long_term_and_expire_on_their_own_clock(alice, agent, person, mission, run):
+    proposal = agent.post(f"runs/{run['id']}/memory-proposals", {"name": "tone", "value": "formal", "reason": "asked twice"}).json()
+    person.post(f"memory-proposals/{proposal['id']}/decision", {"decision": "approve"})
+    item = MemoryItem.objects.get(owner=alice)
+    assert item.retention_class == RetentionClass.LONG_TERM
+    assert item.retention_approved_at is not None
+    assert item.expires_at == item.approved_at + timedelta(days=365)
+
+    complete(agent, run["id"])
+    m = Mission.objects.get(pk=mission["id"])
+    purge_as_of(m.ended_at + timedelta(days=31))
+    assert Mission.objects.get(pk=m.pk).purged_at is not None
+    assert MemoryItem.objects.filter(pk=item.pk).exists(), "unexpired long-term memory survives its mission's purge"
+
+    purge_as_of(item.expires_at + timedelta(seconds=1))
+    assert not MemoryItem.objects.filter(pk=item.pk).exists()

@@ -1,0 +1,148 @@
+"""The quest board at /: the user's missions as quests."""
+
+import pytest
+
+from quests.services import missions
+from tests.builders import agent_for, fast_password_hashing, new_mission, person, running, waiting_on_approval, waiting_on_gate  # noqa: F401
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def alice_client(client, alice):
+    client.force_login(alice)
+    return client
+
+
+def test_it_sends_people_who_are_not_logged_in_to_the_login_page(client):
+    response = client.get("/")
+    assert response.status_code == 302
+    assert response["Location"].startswith("/accounts/login/")
+
+
+def test_it_explains_how_an_agent_starts_a_quest_when_there_is_none(alice_client):
+    body = alice_client.get("/").content.decode()
+    assert "No quests yet" in body
+    assert "/tokens/" in body
+    assert "Authorization: Bearer" in body
+    assert "http://testserver/api/v1/missions" in body
+
+
+def test_it_shows_the_stop_reason_as_a_plain_sentence_and_the_next_action(alice_client, alice):
+    waiting_on_approval(alice, "Ship the pricing page", action="deploy to production")
+    body = alice_client.get("/").content.decode()
+    assert "Ship the pricing page" in body
+    assert "Waiting for your approval to deploy to production" in body
+    assert "Review now" in body
+    assert "Waiting for approval" in body  # the status badge
+
+
+def test_it_shows_a_blocked_quest_with_its_retry_time(alice_client, alice, settings):
+    from datetime import datetime, timezone as tz
+
+    from quests.services import runs
+
+    agent = agent_for(alice)
+    mission, run = running(alice, "Sync the CRM", agent=agent)
+    runs.run_stop(actor=agent, run_id=run.pk, reason="blocked_external", detail="CRM unreachable", retry_at=datetime(2030, 1, 1, 14, 0, tzinfo=tz.utc))
+    body = alice_client.get("/").content.decode()
+    assert "Blocked: CRM unreachable, retrying after 14:00" in body
+
+
+def test_progress_and_badges_come_from_approved_milestones_only(alice_client, alice):
+    from quests.services import approvals
+
+    mission, milestone = waiting_on_gate(alice)
+    body = alice_client.get("/").content.decode()
+    assert "0 of 2 milestones approved" in body
+    approvals.milestone_review(actor=person(alice), milestone_id=milestone.pk, action="approve")
+    body = alice_client.get("/").content.decode()
+    assert "1 of 2 milestones approved" in body
+    assert "★</span> Venues shortlisted" in body
+
+
+def test_a_paused_quest_offers_resume_as_a_button_that_works_without_javascript(alice_client, alice):
+    mission = new_mission(alice)
+    missions.mission_pause(actor=person(alice), mission_id=mission.pk)
+    body = alice_client.get("/").content.decode()
+    assert f'action="/missions/{mission.pk}/unpause/"' in body
+    response = alice_client.post(f"/missions/{mission.pk}/unpause/", {"next": "/"})
+    assert response.status_code == 302 and response["Location"] == "/"
+    mission.refresh_from_db()
+    assert mission.status == "ready"
+
+
+def test_resume_from_the_board_with_htmx_swaps_the_quest_list(alice_client, alice):
+    mission = new_mission(alice)
+    missions.mission_pause(actor=person(alice), mission_id=mission.pk)
+    response = alice_client.post(
+        f"/missions/{mission.pk}/unpause/", {"next": "/"}, HTTP_HX_REQUEST="true", HTTP_HX_TARGET="quest-list"
+    )
+    body = response.content.decode()
+    assert response.status_code == 200
+    assert body.lstrip().startswith('<section id="quest-list"')
+    assert 'id="inbox-count"' in body and 'hx-swap-oob="true"' in body
+    assert "<html" not in body
+
+
+def test_it_filters_by_status(alice_client, alice):
+    new_mission(alice, "A ready quest")
+    waiting_on_approval(alice, "A waiting quest")
+    body = alice_client.get("/?status=waiting_for_approval").content.decode()
+    assert "A waiting quest" in body and "A ready quest" not in body
+    body = alice_client.get("/?status=nonsense").content.decode()
+    assert "A waiting quest" in body and "A ready quest" in body
+
+
+def test_it_shows_only_the_users_own_quests(alice_client, alice, bob):
+    new_mission(bob, "Bob secret quest")
+    new_mission(alice, "Alice quest")
+    body = alice_client.get("/").content.decode()
+    assert "Alice quest" in body and "Bob secret quest" not in body
+
+
+def test_staff_see_nothing_of_other_users_quests(client, alice, bob):
+    bob.is_staff = True
+    bob.save()
+    new_mission(alice, "Alice quest")
+    client.force_login(bob)
+    assert "Alice quest" not in client.get("/").content.decode()
+
+
+def test_it_polls_only_while_a_quest_is_running(alice_client, alice):
+    mission = new_mission(alice)
+    assert 'hx-trigger="every' not in alice_client.get("/").content.decode()
+    mission, run = running(alice, "Running quest")
+    body = alice_client.get("/").content.decode()
+    assert 'hx-trigger="every 4s"' in body
+
+
+def test_a_poll_with_nothing_new_answers_204_and_a_change_answers_the_list(alice_client, alice):
+    from quests.selectors import board_version
+
+    mission, run = running(alice)
+    version = board_version(alice)
+    unchanged = alice_client.get(f"/?since={version}", HTTP_HX_REQUEST="true", HTTP_HX_TARGET="quest-list")
+    assert unchanged.status_code == 204
+    missions.mission_pause(actor=person(alice), mission_id=mission.pk)
+    changed = alice_client.get(f"/?since={version}", HTTP_HX_REQUEST="true", HTTP_HX_TARGET="quest-list")
+    assert changed.status_code == 200
+    assert "Paused by you" in changed.content.decode()
+    assert 'hx-trigger="every' not in changed.content.decode()
+
+
+def test_the_page_varies_on_the_htmx_header(alice_client):
+    assert "HX-Request" in alice_client.get("/")["Vary"]
+
+
+def test_the_navigation_shows_the_inbox_count_and_staff_only_links(client, alice, bob):
+    waiting_on_approval(alice)
+    client.force_login(alice)
+    body = client.get("/").content.decode()
+    assert 'data-count="1"' in body
+    for href in ('href="/approvals/"', 'href="/memory/"', 'href="/tokens/"'):
+        assert href in body
+    assert 'href="/staff/retention/"' not in body
+    alice.is_staff = True
+    alice.save()
+    assert 'href="/staff/retention/"' in client.get("/").content.decode()

@@ -1,0 +1,162 @@
+"""The approval inbox /approvals/ and the decisions made from it or from the mission page."""
+
+import json
+
+import pytest
+
+from quests.models import Approval, Constraint, Milestone
+from quests.services import approvals
+from tests.builders import fast_password_hashing, person, waiting_on_approval, waiting_on_gate  # noqa: F401
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def alice_client(client, alice):
+    client.force_login(alice)
+    return client
+
+
+def decide(client, approval, origin: str = "/approvals/", htmx_target: str | None = None, **data):
+    extra = {"HTTP_HX_REQUEST": "true", "HTTP_HX_TARGET": htmx_target} if htmx_target else {}
+    return client.post(f"/approvals/{approval.pk}/decide/", {"next": origin, **data}, **extra)
+
+
+def test_it_lists_approvals_and_gate_milestones_oldest_first_with_their_reasons(alice_client, alice):
+    first, approval = waiting_on_approval(alice, "First quest")
+    second, milestone = waiting_on_gate(alice, "Second quest")
+    body = alice_client.get("/approvals/").content.decode()
+    assert body.index("deploy to production") < body.index("Venues shortlisted")
+    assert "Deploying changes the public site." in body and "Two venues under budget." in body
+    assert "First quest" in body and "Second quest" in body
+    for word in (">Approve<", ">Reject<", ">Edit and approve<", ">Correct<"):
+        assert word in body
+    assert 'data-count="2"' in body
+
+
+def test_it_shows_nothing_of_other_users(alice_client, bob):
+    waiting_on_approval(bob, "Bob quest")
+    body = alice_client.get("/approvals/").content.decode()
+    assert "Bob quest" not in body and "Inbox zero" in body
+
+
+def test_approve_makes_the_mission_ready_and_drops_the_count(alice_client, alice):
+    mission, approval = waiting_on_approval(alice)
+    response = decide(alice_client, approval, htmx_target="inbox", decision="approve")
+    body = response.content.decode()
+    assert response.status_code == 200
+    assert body.lstrip().startswith('<section id="inbox"') and "Inbox zero" in body
+    assert 'id="inbox-count" class="count zero" data-count="0" hx-swap-oob="true"' in body
+    approval.refresh_from_db()
+    mission.refresh_from_db()
+    assert approval.status == "approved" and approval.decided_payload == approval.payload
+    assert mission.status == "ready"
+
+
+def test_reject_keeps_the_note(alice_client, alice):
+    mission, approval = waiting_on_approval(alice)
+    response = decide(alice_client, approval, decision="reject", note="Not before the launch email.")
+    assert response.status_code == 302 and response["Location"] == "/approvals/"
+    approval.refresh_from_db()
+    assert approval.status == "rejected" and approval.note == "Not before the launch email."
+
+
+def test_edit_and_approve_with_invalid_json_changes_nothing_and_keeps_what_was_typed(alice_client, alice):
+    mission, approval = waiting_on_approval(alice)
+    origin = f"/missions/{mission.pk}/"
+    response = decide(alice_client, approval, origin=origin, decision="edit", payload='{"environment": "staging",')
+    body = response.content.decode()
+    assert response.status_code == 422
+    assert "The payload is not valid JSON" in body and "Nothing was changed." in body
+    assert "{&quot;environment&quot;: &quot;staging&quot;," in body
+    approval.refresh_from_db()
+    assert approval.status == "pending"
+    response = decide(alice_client, approval, origin=origin, decision="edit", payload='["not", "an object"]')
+    assert response.status_code == 422 and "must be a JSON object" in response.content.decode()
+
+
+def test_edit_and_approve_with_valid_json_sends_the_edited_payload(alice_client, alice):
+    mission, approval = waiting_on_approval(alice)
+    origin = f"/missions/{mission.pk}/"
+    response = decide(alice_client, approval, origin=origin, htmx_target="mission-body", decision="edit", payload=json.dumps({"environment": "staging"}))
+    assert response.status_code == 200
+    assert 'data-status="ready"' in response.content.decode()
+    approval.refresh_from_db()
+    assert approval.status == "edited" and approval.decided_payload == {"environment": "staging"}
+
+
+def test_deciding_twice_is_a_form_error(alice_client, alice):
+    mission, approval = waiting_on_approval(alice)
+    approvals.approval_decide(actor=person(alice), approval_id=approval.pk, decision="approve")
+    response = decide(alice_client, approval, decision="reject")
+    assert response.status_code == 422
+    assert "already approved" in response.content.decode()
+
+
+def test_an_unknown_decision_is_a_form_error(alice_client, alice):
+    mission, approval = waiting_on_approval(alice)
+    assert decide(alice_client, approval, decision="maybe").status_code == 422
+
+
+def test_another_users_approval_or_milestone_is_404(client, alice, bob):
+    mission, approval = waiting_on_approval(alice)
+    other, milestone = waiting_on_gate(alice, "Other")
+    client.force_login(bob)
+    assert decide(client, approval, decision="approve").status_code == 404
+    assert client.post(f"/milestones/{milestone.pk}/review/", {"action": "approve"}).status_code == 404
+    approval.refresh_from_db()
+    assert approval.status == "pending"
+
+
+def test_a_foreign_next_is_ignored(alice_client, alice):
+    mission, approval = waiting_on_approval(alice)
+    response = decide(alice_client, approval, origin="https://evil.example/", decision="approve")
+    assert response["Location"] == f"/missions/{mission.pk}/"
+
+
+def test_correct_turns_the_note_into_a_constraint(alice_client, alice):
+    mission, milestone = waiting_on_gate(alice)
+    response = alice_client.post(
+        f"/milestones/{milestone.pk}/review/", {"action": "correct", "note": "Only venues with step-free access", "next": f"/missions/{mission.pk}/"},
+        HTTP_HX_REQUEST="true", HTTP_HX_TARGET="mission-body",
+    )
+    body = response.content.decode()
+    assert response.status_code == 200
+    assert "Only venues with step-free access" in body
+    constraint = Constraint.objects.get(mission=mission, text="Only venues with step-free access")
+    assert constraint.source == "correction"
+    milestone.refresh_from_db()
+    assert milestone.review_status == "corrected"
+
+
+def test_correct_without_a_note_is_a_form_error(alice_client, alice):
+    mission, milestone = waiting_on_gate(alice)
+    response = alice_client.post(f"/milestones/{milestone.pk}/review/", {"action": "correct", "note": "  ", "next": "/approvals/"})
+    assert response.status_code == 422
+    assert "A correction needs a note" in response.content.decode()
+    assert Milestone.objects.get(pk=milestone.pk).review_status == "pending_review"
+
+
+def test_approving_a_gate_milestone_verifies_its_checkpoint_and_counts_as_progress(alice_client, alice):
+    mission, milestone = waiting_on_gate(alice)
+    alice_client.post(f"/milestones/{milestone.pk}/review/", {"action": "approve", "next": "/approvals/"})
+    mission.refresh_from_db()
+    assert mission.status == "ready" and mission.last_verified_checkpoint_id == milestone.checkpoint_id
+    assert "1 of 2 milestones approved" in alice_client.get("/").content.decode()
+
+
+def test_a_decision_made_elsewhere_still_shows_its_message(alice_client, alice):
+    mission, approval = waiting_on_approval(alice)
+    Approval.objects.filter(pk=approval.pk).update(status="rejected")
+    response = decide(alice_client, approval, htmx_target="inbox", decision="approve")
+    assert response.status_code == 422
+    assert "already rejected" in response.content.decode()
+
+
+def test_the_inbox_varies_on_the_htmx_header(alice_client):
+    assert "HX-Request" in alice_client.get("/approvals/")["Vary"]
+
+
+def test_decisions_need_a_post(alice_client, alice):
+    mission, approval = waiting_on_approval(alice)
+    assert alice_client.get(f"/approvals/{approval.pk}/decide/").status_code == 405

@@ -1,0 +1,113 @@
+"""Page server time stays flat as data grows: each page makes a fixed number of queries whatever
+the number of missions, milestones, checkpoints or tokens."""
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from quests.services import approvals, records, runs
+from quests.services.tokens import token_create
+from tests.builders import agent_for, fast_password_hashing, person, running, waiting_on_approval, waiting_on_gate  # noqa: F401
+
+pytestmark = pytest.mark.django_db
+
+# Session, user, inbox count (2) and the page's own fixed set of queries.
+MAX_QUERIES = {"board": 8, "inbox": 7, "mission": 21, "checkpoint": 10, "tokens": 8}
+
+
+def queries(client, url: str) -> int:
+    with CaptureQueriesContext(connection) as captured:
+        response = client.get(url)
+    assert response.status_code == 200
+    return len(captured)
+
+
+def many_missions(user, count: int) -> None:
+    """Quests in every state the board draws differently, with milestones, approvals and runs."""
+    agent = agent_for(user)
+    for i in range(count):
+        kind = i % 4
+        if kind == 0:
+            waiting_on_approval(user, f"Quest {i}", agent=agent)
+        elif kind == 1:
+            mission, milestone = waiting_on_gate(user, f"Quest {i}", agent=agent)
+            if i % 8 == 1:
+                approvals.milestone_review(actor=person(user), milestone_id=milestone.pk, action="approve")
+        elif kind == 2:
+            running(user, f"Quest {i}", agent=agent)
+        else:
+            mission, run = running(user, f"Quest {i}", agent=agent)
+            runs.run_stop(actor=agent, run_id=run.pk, reason="blocked_external", detail="CRM down")
+
+
+def test_board_inbox_and_mission_page_make_the_same_queries_for_1_and_200_missions(client, alice, django_assert_max_num_queries):
+    """Building 200 quests through the services is slow, so one test measures every page on them."""
+    client.force_login(alice)
+    many_missions(alice, 1)
+    first = alice.missions.get()
+    pages = {
+        "/": "board",
+        "/?status=waiting_for_approval": "board",
+        "/approvals/": "inbox",
+        f"/missions/{first.pk}/": "mission",
+    }
+    for url, page in pages.items():
+        with django_assert_max_num_queries(MAX_QUERIES[page]):
+            client.get(url)
+    one = {url: queries(client, url) for url in pages}
+    many_missions(alice, 199)
+    assert alice.missions.count() == 200
+    for url, page in pages.items():
+        with django_assert_max_num_queries(MAX_QUERIES[page]):
+            client.get(url)
+    assert {url: queries(client, url) for url in pages} == one
+
+
+def test_the_mission_page_makes_the_same_queries_for_1_and_200_milestones_and_checkpoints(client, alice, django_assert_max_num_queries):
+    agent = agent_for(alice)
+    mission, run = running(alice, agent=agent)
+    client.force_login(alice)
+    url = f"/missions/{mission.pk}/"
+
+    def grow(n: int, start: int) -> None:
+        for i in range(start, start + n):
+            decision, _ = records.record_create(actor=agent, run_id=run.pk, kind="decision", text=f"Decision {i}")
+            milestone, _ = approvals.milestone_claim(actor=agent, run_id=run.pk, kind="custom", title=f"Step {i}", evidence=[decision.pk], agent_state={"i": i})
+            if i % 2:
+                approvals.milestone_review(actor=person(alice), milestone_id=milestone.pk, action="approve")
+
+    grow(1, 0)
+    with django_assert_max_num_queries(MAX_QUERIES["mission"]):
+        client.get(url)
+    one = queries(client, url)
+    grow(199, 1)
+    with django_assert_max_num_queries(MAX_QUERIES["mission"]):
+        client.get(url)
+    assert queries(client, url) == one
+
+
+def test_the_checkpoint_page_makes_the_same_queries_with_2_and_200_checkpoints(client, alice, django_assert_max_num_queries):
+    agent = agent_for(alice)
+    mission, run = running(alice, agent=agent)
+    records.checkpoint_create(actor=agent, run_id=run.pk, agent_state={"i": 0})
+    second, _ = records.checkpoint_create(actor=agent, run_id=run.pk, agent_state={"i": 1})
+    client.force_login(alice)
+    one = queries(client, f"/checkpoints/{second.pk}/")
+    last = second
+    for i in range(2, 200):
+        last, _ = records.checkpoint_create(actor=agent, run_id=run.pk, agent_state={"i": i})
+    with django_assert_max_num_queries(MAX_QUERIES["checkpoint"]):
+        client.get(f"/checkpoints/{last.pk}/")
+    assert queries(client, f"/checkpoints/{last.pk}/") == one
+
+
+def test_the_tokens_page_makes_the_same_queries_for_1_and_200_tokens(client, alice, django_assert_max_num_queries):
+    client.force_login(alice)
+    mission, _ = running(alice)
+    token_create(user=alice, name="t0", mission=mission)
+    one = queries(client, "/tokens/")
+    for i in range(1, 200):
+        token_create(user=alice, name=f"t{i}", mission=mission if i % 2 else None)
+    with django_assert_max_num_queries(MAX_QUERIES["tokens"]):
+        client.get("/tokens/")
+    assert queries(client, "/tokens/") == one
