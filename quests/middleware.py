@@ -3,6 +3,8 @@ import re
 from django.conf import settings
 from django.http import JsonResponse
 
+from quests.services.errors import PayloadTooLarge
+
 # Raw tool output may be larger than other bodies; the endpoint re-checks by record kind.
 _RECORDS_PATH = re.compile(r"^/api/v1/runs/[^/]+/records/?$")
 
@@ -23,8 +25,6 @@ class ApiBodyLimitMiddleware:
             except ValueError:
                 length = 0
             if length > limit:
-                return JsonResponse(
-                    {"error": {"code": "payload_too_large", "message": f"The request body is larger than {limit} bytes.", "limit": limit}},
-                    status=413,
-                )
+                too_large = PayloadTooLarge(limit)
+                return JsonResponse({"error": {"code": too_large.code, "message": too_large.message, **too_large.extra}}, status=413)
         return self.get_response(request)

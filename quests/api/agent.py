@@ -19,7 +19,7 @@ from quests.models import Mission
 from quests.services import approvals, memory, missions, operations, records, runs
 from quests.services.access import get_for, visible
 from quests.services.bundle import resume_bundle
-from quests.services.errors import ServiceError
+from quests.services.errors import PayloadTooLarge
 
 router = Router(tags=["agent"])
 Answer = dict[str, Any]
@@ -128,13 +128,6 @@ def create_record(request: HttpRequest, run_id: int, body: RecordIn):
     )
     return created(ser.record_dict(record), replayed)
 
-
-class PayloadTooLarge(ServiceError):
-    status = 413
-    code = "payload_too_large"
-
-    def __init__(self, limit: int) -> None:
-        super().__init__(f"The request body is larger than {limit} bytes.", limit=limit)
 
 
 @router.post("/runs/{int:run_id}/operations", response=CREATED)

@@ -22,6 +22,14 @@ class Conflict(ServiceError):
     code = "invalid_transition"
 
 
+class PayloadTooLarge(ServiceError):
+    status = 413
+    code = "payload_too_large"
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(f"The request body is larger than {limit} bytes.", limit=limit)
+
+
 class NotFound(ServiceError):
     status = 404
     code = "not_found"
