@@ -24,7 +24,7 @@ from quests.models import Mission
 from quests.services.tokens import token_create
 
 ROOT = Path(__file__).resolve().parent.parent
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 
 def database_url() -> str:
