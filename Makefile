@@ -4,7 +4,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 export QUESTLOG_DATA_DIR ?= $(CURDIR)/var
 
-.PHONY: install run test bench demo screenshots migrate worker beat clean
+.PHONY: install run test test-fast bench demo screenshots migrate worker beat clean
 
 install: $(STAMP)
 
@@ -23,13 +23,24 @@ run: migrate
 	$(PY) manage.py questlog_dev
 
 # The suite runs against real PostgreSQL and Redis (concurrency is proven there, not mocked);
-# scripts/ensure-services starts or installs them when they are missing.
+# scripts/ensure-services starts or installs them when they are missing. It runs in TEST_WORKERS
+# processes (pytest-xdist; 0 runs it in this one): each gets a test database of its own
+# (test_questlog_gw0, …) and a Redis database of its own (the broker URL's number plus its index,
+# so 10 to 10+TEST_WORKERS-1 here; see tests/conftest.py).
 TEST_DATABASE_URL ?= postgres://questlog:questlog@127.0.0.1:5432/questlog
-TEST_BROKER_URL ?= redis://127.0.0.1:6379/15
+TEST_BROKER_URL ?= redis://127.0.0.1:6379/10
+TEST_WORKERS ?= 3
+PYTEST := DATABASE_URL=$(TEST_DATABASE_URL) CELERY_BROKER_URL=$(TEST_BROKER_URL) $(PY) -m pytest -p xdist -n $(TEST_WORKERS) --maxschedchunk 2
 
 test: install
 	@scripts/ensure-services
-	DATABASE_URL=$(TEST_DATABASE_URL) CELERY_BROKER_URL=$(TEST_BROKER_URL) $(PY) -m pytest $(PYTEST_ARGS)
+	$(PYTEST) $(PYTEST_ARGS)
+
+# The unit layer, for while you work: everything but the tests marked slow (real Celery workers,
+# servers, replaycheck) or browser (Chromium).
+test-fast: install
+	@scripts/ensure-services
+	$(PYTEST) -m "not slow and not browser" $(PYTEST_ARGS)
 
 # A PNG of each page at desktop and phone width under var/screenshots/, taken in Debian's Chromium
 # from a throwaway database filled with example quests.

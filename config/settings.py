@@ -129,8 +129,6 @@ QUESTLOG_SNAPSHOT_SWEEP_INTERVAL = env_int("QUESTLOG_SNAPSHOT_SWEEP_INTERVAL", 3
 # A snapshot request published but not run, or claimed by a worker silent for this long, is
 # published again by the sweep (a snapshot takes milliseconds; this only has to outlive a slow one).
 QUESTLOG_SNAPSHOT_STALE_AFTER = env_int("QUESTLOG_SNAPSHOT_STALE_AFTER", 60)
-# Test-only: seconds a snapshot waits before it commits, so a test can kill the worker mid-task.
-QUESTLOG_SNAPSHOT_TEST_DELAY = float(os.environ.get("QUESTLOG_SNAPSHOT_TEST_DELAY") or 0)
 QUESTLOG_STALLED_SWEEP_INTERVAL = env_int("QUESTLOG_STALLED_SWEEP_INTERVAL", 15)
 QUESTLOG_APPROVAL_EXPIRY_INTERVAL = env_int("QUESTLOG_APPROVAL_EXPIRY_INTERVAL", 30)
 QUESTLOG_MAINTENANCE_INTERVAL = env_int("QUESTLOG_MAINTENANCE_INTERVAL", 3600)

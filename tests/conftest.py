@@ -1,10 +1,57 @@
 import json
+import os
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 from django.test import Client
 
 from quests.services.tokens import token_create
+
+
+REDIS_DATABASES = 16  # Redis's default `databases`
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Under pytest-xdist every worker gets a Redis database of its own, as pytest-django gives it a
+    PostgreSQL database of its own: worker gwN uses the broker URL's database number plus N, so one
+    worker flushing or counting its queues never sees another's messages. Django's settings are
+    loaded by now (pytest-django loads them first), so the setting, the environment the test
+    subprocesses inherit and the Celery app's configuration are all pointed at it."""
+    worker = getattr(config, "workerinput", {}).get("workerid")
+    if not worker:
+        return
+    from django.conf import settings
+
+    broker = urlsplit(settings.CELERY_BROKER_URL)
+    if broker.scheme not in ("redis", "rediss"):
+        return
+    number = int(broker.path.lstrip("/") or 0) + int(worker.removeprefix("gw"))
+    if number >= REDIS_DATABASES:
+        raise pytest.UsageError(
+            f"xdist worker {worker} would use Redis database {number}; lower the database number in "
+            f"CELERY_BROKER_URL ({settings.CELERY_BROKER_URL}) or the number of workers (-n)."
+        )
+    url = broker._replace(path=f"/{number}").geturl()
+    settings.CELERY_BROKER_URL = os.environ["CELERY_BROKER_URL"] = url
+
+    from config.celery import app
+
+    app.conf.broker_url = url
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The slow end-to-end tests first, so that under xdist they start while the many short ones
+    fill the other workers (instead of one of them starting last and running alone); the browser
+    tests last, because once Playwright has started in a process its event loop stays marked as
+    running in the main thread, which Django's ORM refuses outside the browser tests."""
+
+    def rank(item: pytest.Item) -> int:
+        if item.get_closest_marker("browser"):
+            return 2
+        return 0 if item.get_closest_marker("slow") else 1
+
+    items.sort(key=rank)  # stable: the order within each group is kept
 
 
 class ApiClient:

@@ -16,7 +16,6 @@ delays a snapshot and never loses one, and a message delivered twice does no har
 """
 
 import logging
-import time
 import uuid
 from datetime import datetime, timedelta
 from typing import Any
@@ -114,7 +113,6 @@ def snapshot_take(*, request_id: int) -> str:
                 .get(snapshot_requests__pk=request_id)
             )
             checkpoint = take_checkpoint_if_changed(mission, trigger=Trigger.BACKGROUND)
-            _test_delay()
             outcome = "taken" if checkpoint else "unchanged"
             # The compare-and-set that closes the claim: if a sweep handed the request to another
             # worker meanwhile (this one was presumed dead), the token differs and this one's
@@ -144,13 +142,6 @@ def _not_claimed(request_id: int) -> str:
         snapshot_enqueue(request_id, request["not_before"])
         return "not_due"
     return "already_" + request["status"]
-
-
-def _test_delay() -> None:
-    # Lets the test suite kill a worker in the middle of a snapshot, before the commit.
-    delay = float(getattr(settings, "QUESTLOG_SNAPSHOT_TEST_DELAY", 0) or 0)
-    if delay > 0:
-        time.sleep(delay)
 
 
 def snapshots_sweep(now: datetime | None = None) -> int:

@@ -3,15 +3,12 @@
 
 import os
 import shutil
+from pathlib import Path
 
 import pytest
 from django.test import Client
 
 from tests.builders import fast_password_hashing  # noqa: F401
-
-# Playwright's sync API runs an event loop in this thread; the test code still talks to the
-# database synchronously (building data, checking it), which Django would otherwise refuse.
-os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
 
 CHROMIUM_ARGS = [
     "--no-sandbox",
@@ -21,6 +18,25 @@ CHROMIUM_ARGS = [
     "--disable-sync",
     "--no-first-run",
 ]
+
+
+HERE = Path(__file__).resolve().parent
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
+    """Playwright's sync API marks an event loop as running in this thread; the browser tests still
+    talk to the database synchronously (building data, checking it), which Django refuses unless
+    DJANGO_ALLOW_ASYNC_UNSAFE is set. It is set around each browser test only: its setup (where
+    the session's test database may be created after Playwright started), call and teardown (the
+    flush of a transactional test, and at the very end Playwright's own shutdown). A fixture would
+    come too late: session fixtures are set up before any function-scoped one. The hook is called
+    for every test (pytest and xdist call it globally), hence the check of the test's path."""
+    if not item.path.is_relative_to(HERE):
+        return (yield)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+        return (yield)
 
 
 @pytest.fixture(scope="session")
