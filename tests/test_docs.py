@@ -109,3 +109,11 @@ def test_the_checks_see_the_api(api_operations):
     assert ("POST", normalise("/api/v1/runs/{run_id}/checkpoints")) in documented
     assert normalise("/missions/<int:pk>/pause/") in url_conf_paths()
     assert len(api_operations) > 20
+
+
+def test_the_readme_points_at_documents_in_the_repository():
+    readme = (API_DOC.parent.parent / "README.md").read_text()
+    assert "(docs/api.md)" in readme and "(docs/architecture.md)" in readme
+    # The contract once lived in a design folder outside the repository; a clone must not need it.
+    assert "`API.md`" not in readme
+    assert "```mermaid" in readme
