@@ -18,8 +18,13 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from checkpoints.models import PurgeLog, RetentionPolicy
 from quests.models import MemoryItem, MemoryProposal, Mission
-from quests.retention_forms import HoldForm, MemoryDecisionForm, PurgeForm, RetentionPolicyForm
-from quests.services import memory, retention
+from quests.retention.forms import HoldForm, MemoryDecisionForm, PurgeForm, RetentionPolicyForm
+from quests.retention.services.expiry import expiring_soon, retention_keep, retention_withdraw
+from quests.retention.services.export import account_export as export_for
+from quests.retention.services.holds import active_holds, hold_place, hold_release
+from quests.retention.services.policy import POLICY_FIELDS, policy_history, require_staff, retention_policy_update
+from quests.retention.services.purge import retention_delete_now, retention_purge
+from quests.services import memory
 from quests.services.access import get_for
 from quests.services.audit import Actor
 from quests.services.errors import InvalidInput, NotFound, ServiceError
@@ -89,7 +94,7 @@ def memory_decide(request: HttpRequest, pk: int) -> HttpResponse:
 @login_required
 @require_GET
 def account_export(request: HttpRequest) -> HttpResponse:
-    data = retention.account_export(actor=_actor(request))
+    data = export_for(actor=_actor(request))
     response = JsonResponse(data, encoder=DjangoJSONEncoder, json_dumps_params={"indent": 2, "ensure_ascii": False})
     filename = f"questlog-{request.user.get_username()}-{timezone.now():%Y-%m-%d}.json"
     response["Content-Disposition"] = f'attachment; filename="{filename}"'
@@ -105,7 +110,7 @@ def _mission_url(pk: int) -> str:
 @login_required
 @require_POST
 def mission_keep(request: HttpRequest, pk: int) -> HttpResponse:
-    _attempt(request, lambda: retention.retention_keep(actor=_actor(request), mission_id=pk), done="This quest's history will be kept.")
+    _attempt(request, lambda: retention_keep(actor=_actor(request), mission_id=pk), done="This quest's history will be kept.")
     return redirect(_mission_url(pk))
 
 
@@ -113,7 +118,7 @@ def mission_keep(request: HttpRequest, pk: int) -> HttpResponse:
 @require_POST
 def mission_withdraw(request: HttpRequest, pk: int) -> HttpResponse:
     _attempt(
-        request, lambda: retention.retention_withdraw(actor=_actor(request), mission_id=pk),
+        request, lambda: retention_withdraw(actor=_actor(request), mission_id=pk),
         done="No longer kept: its working state expires like any other quest's.",
     )
     return redirect(_mission_url(pk))
@@ -129,7 +134,7 @@ def mission_delete(request: HttpRequest, pk: int) -> HttpResponse:
     if request.method == "GET" or request.POST.get("confirmed") != "yes":
         return render(request, "retention/delete_confirm.html", {"mission": mission, "mission_url": _mission_url(pk)})
     _attempt(
-        request, lambda: retention.retention_delete_now(actor=_actor(request), mission_id=pk),
+        request, lambda: retention_delete_now(actor=_actor(request), mission_id=pk),
         done="Deleted: only the quest's title, status and dates remain.",
     )
     return redirect(_mission_url(pk))
@@ -142,7 +147,7 @@ def staff_only(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]
     @wraps(view)
     def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
         try:
-            retention.require_staff(_actor(request))
+            require_staff(_actor(request))
         except NotFound:
             raise Http404("No such page.")
         return view(request, *args, **kwargs)
@@ -154,11 +159,12 @@ def _staff_page(request: HttpRequest, *, status: int = 200, **forms: Any) -> Htt
     policy = RetentionPolicy.current()
     context = {
         "policy": policy,
+        "policy_history": policy_history(),
         "policy_form": forms.get("policy_form") or RetentionPolicyForm(instance=policy),
         "hold_form": forms.get("hold_form") or HoldForm(),
         "purge_form": PurgeForm(),
-        "expiring": retention.expiring_soon(),
-        "holds": retention.active_holds(),
+        "expiring": expiring_soon(),
+        "holds": active_holds(),
         "logs": [_with_summary(log) for log in PurgeLog.objects.all()[:PURGE_LOG_ROWS]],
     }
     return render(request, "retention/staff.html", context, status=status)
@@ -188,7 +194,7 @@ def staff_policy(request: HttpRequest) -> HttpResponse:
     if not form.is_valid():
         return _staff_page(request, status=422, policy_form=form)
     try:
-        retention.retention_policy_update(actor=_actor(request), **{name: form.cleaned_data[name] for name in retention.POLICY_FIELDS})
+        retention_policy_update(actor=_actor(request), **{name: form.cleaned_data[name] for name in POLICY_FIELDS})
     except InvalidInput as exc:
         form.add_error(exc.extra.get("field"), exc.message)
         return _staff_page(request, status=422, policy_form=form)
@@ -204,7 +210,7 @@ def staff_hold_place(request: HttpRequest) -> HttpResponse:
         return _staff_page(request, status=422, hold_form=form)
     data = form.cleaned_data
     try:
-        retention.hold_place(
+        hold_place(
             actor=_actor(request), reason=data["reason"], mission_id=data.get("mission_id"),
             username=(data.get("username") or "").strip() or None,
         )
@@ -219,7 +225,7 @@ def staff_hold_place(request: HttpRequest) -> HttpResponse:
 @staff_only
 @require_POST
 def staff_hold_release(request: HttpRequest, pk: int) -> HttpResponse:
-    _attempt(request, lambda: retention.hold_release(actor=_actor(request), hold_id=pk), done="Hold released.")
+    _attempt(request, lambda: hold_release(actor=_actor(request), hold_id=pk), done="Hold released.")
     return redirect("retention:staff")
 
 
@@ -228,6 +234,6 @@ def staff_hold_release(request: HttpRequest, pk: int) -> HttpResponse:
 def staff_purge(request: HttpRequest) -> HttpResponse:
     form = PurgeForm(request.POST)
     dry_run = form.is_valid() and form.cleaned_data["dry_run"]
-    log = retention.retention_purge(dry_run=dry_run, trigger="staff", actor=_actor(request))
+    log = retention_purge(dry_run=dry_run, trigger="staff", actor=_actor(request))
     messages.success(request, f"{'Dry run: would delete' if dry_run else 'Purged'} {counts_summary(log.counts)}.")
     return redirect("retention:staff")
