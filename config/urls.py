@@ -10,7 +10,7 @@ urlpatterns = [
     path("accounts/", include("django.contrib.auth.urls")),
     path("api/v1/", api.urls),
     path("", include("quests.retention.urls")),
-    path("", include("quests.urls")),
+    path("", include("quests.web.urls")),
 ]
 
 
