@@ -21,7 +21,7 @@ from checkpoints.models import PurgeLog, RetentionPolicy
 from quests.models import MemoryItem, MemoryProposal, Mission
 from quests.retention.forms import HoldForm, MemoryDecisionForm, PurgeForm, RetentionPolicyForm
 from quests.retention.services.expiry import expiring_soon, retention_keep, retention_withdraw
-from quests.retention.services.export import account_export as export_for
+from quests.retention.services import export
 from quests.retention.services.holds import active_holds, hold_place, hold_release
 from quests.retention.services.policy import POLICY_FIELDS, policy_history, require_staff, retention_policy_update
 from quests.retention.services.purge import retention_delete_now, retention_purge
@@ -107,7 +107,7 @@ def memory_decide(request: HttpRequest, pk: int) -> HttpResponse:
 @login_required
 @require_GET
 def account_export(request: HttpRequest) -> HttpResponse:
-    data = export_for(actor=actor(request))
+    data = export.account_export(actor=actor(request))
     response = JsonResponse(data, encoder=DjangoJSONEncoder, json_dumps_params={"indent": 2, "ensure_ascii": False})
     filename = f"questlog-{request.user.get_username()}-{timezone.now():%Y-%m-%d}.json"
     response["Content-Disposition"] = f'attachment; filename="{filename}"'
