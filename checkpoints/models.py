@@ -223,7 +223,10 @@ class SnapshotRequest(models.Model):
 
 
 class RetentionPolicy(models.Model):
-    """Staff-set rules for how long state is kept. One row is in force (the newest)."""
+    """Staff-set rules for how long state is kept. Rows are versions: a change writes a new row
+    (`quests.retention.services.policy.retention_policy_update`), the newest is in force, and the
+    older ones stay as its history, so a purge log's policy is the version it actually ran under.
+    A row is never edited once written."""
 
     grace_days = models.PositiveIntegerField(default=30, help_text="Days working state is kept after its mission ends.")
     approved_max_days = models.PositiveIntegerField(
@@ -233,14 +236,24 @@ class RetentionPolicy(models.Model):
     snapshot_prune_days = models.PositiveIntegerField(default=7, help_text="Background snapshots older than this are pruned.")
     snapshot_keep_newest = models.PositiveIntegerField(default=20, help_text="Background snapshots always kept per mission.")
     purge_batch_size = models.PositiveIntegerField(default=200)
-    updated_at = models.DateTimeField(auto_now=True)
-    updated_by = models.ForeignKey("auth.User", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    # The version's own time and author: set when the row is written, never after.
+    updated_at = models.DateTimeField(auto_now_add=True, verbose_name="in force from")
+    updated_by = models.ForeignKey(
+        "auth.User", null=True, blank=True, on_delete=models.SET_NULL, related_name="+", verbose_name="set by"
+    )
 
     class Meta:
         verbose_name_plural = "retention policies"
+        ordering = ["-id"]
+        get_latest_by = "id"
 
     def __str__(self) -> str:
         return f"grace {self.grace_days}d, memory {self.memory_max_days}d"
+
+    def save(self, *args, **kwargs):
+        if not self._state.adding:
+            raise ValueError("A retention policy is never edited: a change writes a new version.")
+        super().save(*args, **kwargs)
 
     @classmethod
     def current(cls) -> "RetentionPolicy":

@@ -189,7 +189,7 @@ CELERY_BEAT_SCHEDULE = {
     "sweep-stalled-runs": _every("quests.tasks.stalled_runs_sweep_task", QUESTLOG_STALLED_SWEEP_INTERVAL),
     "expire-approvals": _every("quests.tasks.approvals_expire_task", QUESTLOG_APPROVAL_EXPIRY_INTERVAL),
     "prune-snapshots": _every("quests.tasks.snapshots_prune_task", QUESTLOG_MAINTENANCE_INTERVAL),
-    "purge-expired": _every("quests.retention_tasks.purge_expired_task", QUESTLOG_MAINTENANCE_INTERVAL),
+    "purge-expired": _every("quests.retention.tasks.purge_expired_task", QUESTLOG_MAINTENANCE_INTERVAL),
 }
 
 LOGGING = {

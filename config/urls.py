@@ -9,8 +9,8 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("accounts/", include("django.contrib.auth.urls")),
     path("api/v1/", api.urls),
-    path("", include("quests.retention_urls")),
-    path("", include("quests.urls")),
+    path("", include("quests.retention.urls")),
+    path("", include("quests.web.urls")),
 ]
 
 

@@ -21,8 +21,9 @@ from quests.models import (
     Mission,
     Run,
 )
-from quests.retention_forms import RetentionPolicyForm
-from quests.services import retention
+from quests.retention.forms import RetentionPolicyForm
+from quests.retention.services.holds import hold_place, hold_release
+from quests.retention.services.policy import POLICY_FIELDS, retention_policy_update
 from quests.services.audit import Actor
 from quests.services.errors import ServiceError
 
@@ -186,7 +187,7 @@ class HoldAdmin(admin.ModelAdmin):
     def save_model(self, request: HttpRequest, obj: Hold, form, change: bool) -> None:
         if change:
             return
-        hold = retention.hold_place(
+        hold = hold_place(
             actor=Actor(user=request.user), reason=obj.reason, mission_id=obj.mission_id,
             username=obj.user.get_username() if obj.user_id else None,
         )
@@ -198,7 +199,7 @@ class HoldAdmin(admin.ModelAdmin):
         released = 0
         for hold in queryset.filter(released_at__isnull=True):
             try:
-                retention.hold_release(actor=Actor(user=request.user), hold_id=hold.pk)
+                hold_release(actor=Actor(user=request.user), hold_id=hold.pk)
                 released += 1
             except ServiceError as exc:
                 self.message_user(request, exc.message, messages.ERROR)
@@ -207,24 +208,30 @@ class HoldAdmin(admin.ModelAdmin):
 
 @admin.register(RetentionPolicy)
 class RetentionPolicyAdmin(admin.ModelAdmin):
+    """Saving the policy in force writes a new version through the service; older versions are
+    its history, shown read-only."""
+
     form = RetentionPolicyForm
-    list_display = ("id", *retention.POLICY_FIELDS, "updated_at", "updated_by")
-    fields = retention.POLICY_FIELDS
+    list_display = ("id", "in_force", *POLICY_FIELDS, "updated_at", "updated_by")
+    fields = POLICY_FIELDS
     actions = None
+
+    @admin.display(boolean=True, description="in force")
+    def in_force(self, obj: RetentionPolicy) -> bool:
+        return obj.pk == RetentionPolicy.current().pk
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return not RetentionPolicy.objects.exists()
 
     def has_change_permission(self, request: HttpRequest, obj=None) -> bool:
-        # Only the policy in force can be changed; older rows are history for the purge log.
         return super().has_change_permission(request, obj) and (obj is None or obj.pk == RetentionPolicy.current().pk)
 
     def has_delete_permission(self, request: HttpRequest, obj=None) -> bool:
         return False
 
     def save_model(self, request: HttpRequest, obj: RetentionPolicy, form, change: bool) -> None:
-        if not change:
-            super().save_model(request, obj, form, change)
-        values = {name: form.cleaned_data[name] for name in retention.POLICY_FIELDS}
-        policy = retention.retention_policy_update(actor=Actor(user=request.user), **values)
-        obj.pk = policy.pk
+        values = {name: form.cleaned_data[name] for name in POLICY_FIELDS}
+        policy = retention_policy_update(actor=Actor(user=request.user), **values)
+        # The admin's message and redirect name the version just written, not the one edited.
+        obj.pk, obj.updated_at, obj.updated_by = policy.pk, policy.updated_at, policy.updated_by
+        obj._state.adding = False

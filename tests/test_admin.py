@@ -33,7 +33,7 @@ def test_every_model_is_registered():
 
 def test_every_changelist_and_change_page_renders(admin_client_, agent, person):
     finished_mission(agent, person, "Offsite")
-    from quests.services.retention import retention_purge
+    from quests.retention.services.purge import retention_purge
 
     retention_purge(dry_run=True)
     for model in models_of_both_apps():
@@ -90,12 +90,30 @@ def test_the_policy_is_edited_in_the_admin_through_the_service(admin_client_):
     assert r.status_code == 302
     assert RetentionPolicy.current().grace_days == 14
     assert AuditEvent.objects.filter(entity="retention_policy").exists()
-    r = admin_client_.post(reverse("admin:checkpoints_retentionpolicy_change", args=[policy.pk]), {**data, "purge_batch_size": 0})
+    r = admin_client_.post(
+        reverse("admin:checkpoints_retentionpolicy_change", args=[RetentionPolicy.current().pk]), {**data, "purge_batch_size": 0}
+    )
     assert r.status_code == 200 and RetentionPolicy.current().purge_batch_size == 100
 
 
+def test_a_policy_change_in_the_admin_keeps_the_old_version_read_only(admin_client_):
+    old = RetentionPolicy.current()
+    data = {"grace_days": 14, "approved_max_days": 365, "memory_max_days": 365, "snapshot_prune_days": 7,
+            "snapshot_keep_newest": 20, "purge_batch_size": 200}
+    admin_client_.post(reverse("admin:checkpoints_retentionpolicy_change", args=[old.pk]), data)
+    assert RetentionPolicy.current().pk != old.pk
+    assert RetentionPolicy.objects.get(pk=old.pk).grace_days == 30
+    old_url = reverse("admin:checkpoints_retentionpolicy_change", args=[old.pk])
+    r = admin_client_.get(old_url)
+    assert r.status_code == 200 and 'name="_save"' not in r.content.decode()
+    assert admin_client_.post(old_url, {**data, "grace_days": 1}).status_code == 403
+    assert RetentionPolicy.objects.get(pk=old.pk).grace_days == 30
+    r = admin_client_.get(reverse("admin:checkpoints_retentionpolicy_changelist"))
+    assert r.status_code == 200 and RetentionPolicy.objects.count() == 2
+
+
 def test_purge_logs_are_read_only(admin_client_):
-    from quests.services.retention import retention_purge
+    from quests.retention.services.purge import retention_purge
 
     log = retention_purge(dry_run=True)
     assert admin_client_.post(reverse("admin:checkpoints_purgelog_delete", args=[log.pk]), {"post": "yes"}).status_code == 403

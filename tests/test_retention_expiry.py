@@ -10,7 +10,7 @@ from checkpoints.models import Checkpoint, Operation, OperationEvent, Record, Re
 from quests.models import Approval, Constraint, MemoryItem, Milestone, Mission
 from quests.services.audit import Actor
 from quests.services.errors import Conflict
-from quests.services.retention import retention_keep, retention_withdraw
+from quests.retention.services.expiry import retention_keep, retention_withdraw
 
 pytestmark = pytest.mark.django_db
 
@@ -69,9 +69,7 @@ def test_a_cancelled_mission_expires_like_a_completed_one(agent, person, mission
 
 
 def test_the_grace_period_comes_from_the_staff_policy(agent, mission, run):
-    policy = RetentionPolicy.current()
-    policy.grace_days = 3
-    policy.save()
+    RetentionPolicy.objects.create(grace_days=3)
     complete(agent, run["id"])
     m = Mission.objects.get(pk=mission["id"])
     assert m.expires_at == m.ended_at + timedelta(days=3)

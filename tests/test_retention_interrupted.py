@@ -7,7 +7,7 @@ from django.core.management import call_command
 from checkpoints.models import Blob, Checkpoint, PurgeLog, RetentionPolicy
 from checkpoints.services import checkpoint_documents
 from quests.models import Mission
-from quests.services import retention
+from quests.retention.services import purge as retention
 from tests.test_retention_purge import LATER, assert_intact, assert_purged, finished_mission
 
 # Real transactions: the batches must commit (or roll back) for real, not inside a test's one.

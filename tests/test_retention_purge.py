@@ -10,7 +10,7 @@ from django.utils import timezone
 from checkpoints.models import Blob, Checkpoint, Operation, OperationEvent, PurgeLog, Record, RetentionPolicy
 from checkpoints.services import checkpoint_documents
 from quests.models import Approval, AuditEvent, Constraint, Hold, IdempotentRequest, MemoryItem, MemoryProposal, Milestone, Mission
-from quests.services import retention
+from quests.retention.services import expiry, holds, policy, purge
 from quests.services.audit import Actor
 from quests.services.errors import Conflict, InvalidInput, NotFound
 
@@ -168,7 +168,7 @@ def test_shared_blobs_survive_the_purge_of_one_mission_using_them(agent, person,
     only_gone = blob_refs(gone["id"]) - blob_refs(kept["id"])
     assert shared and only_gone
     # Bob keeps his quest's history; Alice's expires.
-    retention.retention_keep(actor=Actor(user=Mission.objects.get(pk=kept["id"]).owner), mission_id=kept["id"])
+    expiry.retention_keep(actor=Actor(user=Mission.objects.get(pk=kept["id"]).owner), mission_id=kept["id"])
 
     call_command("purge_expired", "--as-of", (ended_at(gone) + LATER).isoformat())
     assert_purged(gone["id"])
@@ -192,13 +192,13 @@ def test_a_blob_an_active_mission_uses_survives_too(agent, person, run):
 def test_held_missions_survive_whatever_their_expiry(agent, person, alice, django_user_model):
     staff = django_user_model.objects.create_user("sam", is_staff=True)
     m = finished_mission(agent, person, "Held")
-    hold = retention.hold_place(actor=Actor(user=staff), mission_id=m["id"], reason="Legal request 42")
+    hold = holds.hold_place(actor=Actor(user=staff), mission_id=m["id"], reason="Legal request 42")
     call_command("purge_expired", "--as-of", (ended_at(m) + timedelta(days=3650)).isoformat())
     assert_intact(m["id"])
     with pytest.raises(Conflict):
-        retention.retention_delete_now(actor=Actor(user=alice), mission_id=m["id"])
+        purge.retention_delete_now(actor=Actor(user=alice), mission_id=m["id"])
 
-    retention.hold_release(actor=Actor(user=staff), hold_id=hold.pk)
+    holds.hold_release(actor=Actor(user=staff), hold_id=hold.pk)
     call_command("purge_expired", "--as-of", (ended_at(m) + LATER).isoformat())
     assert_purged(m["id"])
 
@@ -209,7 +209,7 @@ def test_a_hold_on_a_user_keeps_all_their_state_and_memory(agent, person, alice,
     other = finished_mission(bob_agent, bob_person, "Bob's")
     proposal = MemoryProposal.objects.get(mission_id=mine["id"])
     person.post(f"memory-proposals/{proposal.pk}/decision", {"decision": "approve"})
-    retention.hold_place(actor=Actor(user=staff), username="alice", reason="Audit of account")
+    holds.hold_place(actor=Actor(user=staff), username="alice", reason="Audit of account")
 
     call_command("purge_expired", "--as-of", (timezone.now() + timedelta(days=3650)).isoformat())
     assert_intact(mine["id"])
@@ -243,14 +243,14 @@ def test_batches_follow_the_policy_batch_size(agent, person, monkeypatch):
     RetentionPolicy.objects.update(purge_batch_size=2)
     as_of = max(ended_at(m) for m in missions) + LATER
     calls: list[int] = []
-    real = retention.purge_missions
+    real = purge.purge_missions
 
     def counting(ids, *, actor):
         calls.append(len(ids))
         return real(ids, actor=actor)
 
-    monkeypatch.setattr(retention, "purge_missions", counting)
-    retention.retention_purge(as_of=as_of)
+    monkeypatch.setattr(purge, "purge_missions", counting)
+    purge.retention_purge(as_of=as_of)
     assert calls == [2, 1]
     for m in missions:
         assert_purged(m["id"])
@@ -272,18 +272,18 @@ def test_a_late_receipt_on_a_purged_mission_is_purged_on_the_next_run(agent, per
 
 def test_the_owner_can_delete_a_finished_mission_now_through_the_purge(agent, person, alice):
     m = finished_mission(agent, person, "Offsite")
-    log = retention.retention_delete_now(actor=Actor(user=alice), mission_id=m["id"])
+    log = purge.retention_delete_now(actor=Actor(user=alice), mission_id=m["id"])
     assert log.trigger == "owner" and log.actor == "user:alice" and log.counts["missions"] == 1
     assert_purged(m["id"])
     with pytest.raises(Conflict):
-        retention.retention_delete_now(actor=Actor(user=alice), mission_id=m["id"])
+        purge.retention_delete_now(actor=Actor(user=alice), mission_id=m["id"])
 
 
 def test_only_a_finished_mission_can_be_deleted_now_and_only_by_its_owner(alice, bob, agent, mission, run):
     with pytest.raises(Conflict):
-        retention.retention_delete_now(actor=Actor(user=alice), mission_id=mission["id"])
+        purge.retention_delete_now(actor=Actor(user=alice), mission_id=mission["id"])
     with pytest.raises(NotFound):
-        retention.retention_delete_now(actor=Actor(user=bob), mission_id=mission["id"])
+        purge.retention_delete_now(actor=Actor(user=bob), mission_id=mission["id"])
     assert Mission.objects.get(pk=mission["id"]).purged_at is None
     assert not PurgeLog.objects.exists()
 
@@ -291,18 +291,18 @@ def test_only_a_finished_mission_can_be_deleted_now_and_only_by_its_owner(alice,
 def test_holds_need_a_reason_and_a_target(django_user_model, mission):
     staff = django_user_model.objects.create_user("sam", is_staff=True)
     with pytest.raises(InvalidInput):
-        retention.hold_place(actor=Actor(user=staff), mission_id=mission["id"], reason="  ")
+        holds.hold_place(actor=Actor(user=staff), mission_id=mission["id"], reason="  ")
     with pytest.raises(InvalidInput):
-        retention.hold_place(actor=Actor(user=staff), reason="why")
+        holds.hold_place(actor=Actor(user=staff), reason="why")
     with pytest.raises(InvalidInput):
-        retention.hold_place(actor=Actor(user=staff), username="nobody", reason="why")
+        holds.hold_place(actor=Actor(user=staff), username="nobody", reason="why")
     assert not Hold.objects.exists()
 
 
 def test_only_staff_place_holds_or_change_the_policy(alice, mission):
     with pytest.raises(NotFound):
-        retention.hold_place(actor=Actor(user=alice), mission_id=mission["id"], reason="mine")
+        holds.hold_place(actor=Actor(user=alice), mission_id=mission["id"], reason="mine")
     with pytest.raises(NotFound):
-        retention.retention_policy_update(actor=Actor(user=alice), grace_days=0)
+        policy.retention_policy_update(actor=Actor(user=alice), grace_days=0)
     assert not Hold.objects.exists()
     assert RetentionPolicy.current().grace_days == 30

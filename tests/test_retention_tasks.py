@@ -9,16 +9,16 @@ from django.utils import timezone
 from checkpoints.models import PurgeLog
 from config.celery import app
 from quests.models import Mission
-from quests.retention_tasks import purge_expired_task
+from quests.retention.tasks import purge_expired_task
 
 pytestmark = pytest.mark.django_db
 
 
 def test_celery_finds_the_task_and_beat_schedules_it():
     app.loader.import_default_modules()
-    assert "quests.retention_tasks.purge_expired_task" in app.tasks
+    assert "quests.retention.tasks.purge_expired_task" in app.tasks
     entry = settings.CELERY_BEAT_SCHEDULE["purge-expired"]
-    assert entry["task"] == "quests.retention_tasks.purge_expired_task"
+    assert entry["task"] == "quests.retention.tasks.purge_expired_task"
 
 
 def test_the_task_purges_what_has_expired_and_logs_it(agent):

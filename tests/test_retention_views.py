@@ -118,3 +118,23 @@ def test_the_actions_need_post_and_csrf(alice, mission):
     assert client.get(f"/missions/{mission['id']}/retention/keep/").status_code == 405
     assert client.post(f"/missions/{mission['id']}/retention/keep/").status_code == 403
     assert Mission.objects.get(pk=mission["id"]).retention_approved_at is None
+
+
+def test_with_htmx_keeping_swaps_the_mission_body(web, agent, mission, run):
+    complete(agent, run)
+    htmx = {"HTTP_HX_REQUEST": "true", "HTTP_HX_TARGET": "mission-body"}
+    r = web.post(f"/missions/{mission['id']}/retention/keep/", **htmx)
+    assert r.status_code == 200
+    html = r.content.decode()
+    assert 'id="mission-body"' in html and "<html" not in html
+    assert "You chose to keep its history" in html
+    assert Mission.objects.get(pk=mission["id"]).retention_approved_at is not None
+
+    r = web.post(f"/missions/{mission['id']}/retention/keep/", **htmx)
+    assert r.status_code == 422 and "already chose" in r.content.decode()
+
+
+def test_with_htmx_another_users_mission_is_still_a_404(bob_web, agent, mission, run):
+    complete(agent, run)
+    r = bob_web.post(f"/missions/{mission['id']}/retention/keep/", HTTP_HX_REQUEST="true", HTTP_HX_TARGET="mission-body")
+    assert r.status_code == 404

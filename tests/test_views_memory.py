@@ -139,3 +139,26 @@ def test_the_forms_need_a_csrf_token(alice, agent, run):
     client.force_login(alice)
     assert client.post(f"/memory/proposals/{proposal.pk}/decide/", {"decision": "approve"}).status_code == 403
     assert not MemoryItem.objects.exists()
+
+
+def test_with_htmx_a_decision_answers_with_the_memory_fragment_and_its_message(web, agent, run):
+    proposal = propose(agent, run)
+    htmx = {"HTTP_HX_REQUEST": "true", "HTTP_HX_TARGET": "memory-body"}
+    r = web.post(f"/memory/proposals/{proposal.pk}/decide/", {"decision": "approve"}, **htmx)
+    assert r.status_code == 200
+    html = r.content.decode()
+    assert html.lstrip().startswith('<div id="memory-body"') and "<html" not in html
+    assert "Remembered." in html and "formal" in html
+    item = MemoryItem.objects.get(owner=proposal.owner)
+
+    r = web.post(f"/memory/items/{item.pk}/forget/", **htmx)
+    assert r.status_code == 200 and "Forgotten" in r.content.decode()
+    assert not MemoryItem.objects.filter(pk=item.pk).exists()
+    # The message went with the fragment; the next full page does not show it again.
+    assert "Forgotten" not in web.get("/memory/").content.decode()
+
+
+def test_with_htmx_the_memory_page_renders_just_its_fragment(web):
+    r = web.get("/memory/", HTTP_HX_REQUEST="true", HTTP_HX_TARGET="memory-body")
+    assert r.status_code == 200 and "<html" not in r.content.decode()
+    assert 'id="memory-body"' in r.content.decode()

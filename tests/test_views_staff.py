@@ -150,3 +150,44 @@ def test_staff_can_run_a_dry_run_and_a_purge(staff, agent):
     assert list(PurgeLog.objects.order_by("id").values_list("dry_run", "trigger", "actor")) == [
         (True, "staff", "user:sam"), (False, "staff", "user:sam"),
     ]
+
+
+def test_a_policy_change_writes_a_new_version_and_keeps_the_old_one_as_history(staff):
+    first = RetentionPolicy.current()
+    data = {"grace_days": "7", "approved_max_days": "730", "memory_max_days": "180",
+            "snapshot_prune_days": "3", "snapshot_keep_newest": "5", "purge_batch_size": "50"}
+    staff.post("/staff/retention/policy/", data)
+    staff.post("/staff/retention/policy/", {**data, "grace_days": "9"})
+
+    versions = list(RetentionPolicy.objects.order_by("id"))
+    assert [v.grace_days for v in versions] == [30, 7, 9]
+    assert versions[0].pk == first.pk and versions[0].updated_by is None
+    assert RetentionPolicy.current() == versions[2]
+    event = AuditEvent.objects.filter(entity="retention_policy").order_by("-id").first()
+    assert event.entity_id == versions[2].pk and event.data["changes"] == {"grace_days": [7, 9]}
+
+    r = staff.get("/staff/retention/")
+    assert list(r.context["policy_history"]) == [versions[1], versions[0]]
+    html = r.content.decode()
+    assert 'name="grace_days" value="9"' in html
+    assert f'id="policy-{versions[1].pk}"' in html and f'id="policy-{versions[0].pk}"' in html
+    assert f'id="policy-{versions[2].pk}"' not in html
+
+
+def test_a_purge_log_keeps_the_version_it_ran_under(staff, agent):
+    staff.post("/staff/retention/purge/", {"dry_run": "on"})
+    log = PurgeLog.objects.get()
+    ran_under = RetentionPolicy.current()
+    staff.post("/staff/retention/policy/", {"grace_days": "1", "approved_max_days": "1", "memory_max_days": "1",
+                                            "snapshot_prune_days": "1", "snapshot_keep_newest": "1", "purge_batch_size": "1"})
+    log.refresh_from_db()
+    assert log.policy == ran_under and log.policy.grace_days == 30
+    assert RetentionPolicy.current().grace_days == 1
+
+
+def test_a_policy_version_is_never_edited_in_place():
+    policy = RetentionPolicy.current()
+    policy.grace_days = 1
+    with pytest.raises(ValueError):
+        policy.save()
+    assert RetentionPolicy.current().grace_days == 30

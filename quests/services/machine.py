@@ -72,7 +72,7 @@ def transition(
         mission.ended_at = timezone.now()
         fields.append("ended_at")
         # The one place missions end: from here their working state starts to expire.
-        from quests.services.retention import retention_mission_ended
+        from quests.retention.services.expiry import retention_mission_ended
 
         fields += retention_mission_ended(mission)
     mission.state_version += 1

@@ -7,7 +7,7 @@ from django.utils import timezone
 from django.utils.dateparse import parse_date, parse_datetime
 
 from quests.services.audit import Actor
-from quests.services.retention import retention_purge
+from quests.retention.services.purge import retention_purge
 
 
 def as_of_datetime(raw: str) -> datetime:

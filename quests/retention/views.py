@@ -1,6 +1,7 @@
 """Pages about keeping and forgetting: the person's memory, their data export, a quest's retention
 choice and "delete now", and the staff retention page. Thin: each calls one retention or memory
-service; a refusal becomes a message or a form error, never a 500."""
+service; a refusal becomes a message or a form error, never a 500. Like the other pages, an htmx
+action is answered with the fragment it changed, a plain form POST with a redirect back."""
 
 from collections.abc import Callable
 from datetime import timedelta
@@ -12,23 +13,23 @@ from django.contrib.auth.decorators import login_required
 from django.core.serializers.json import DjangoJSONEncoder
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
-from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
+from django.views.decorators.vary import vary_on_headers
 
 from checkpoints.models import PurgeLog, RetentionPolicy
 from quests.models import MemoryItem, MemoryProposal, Mission
-from quests.retention_forms import HoldForm, MemoryDecisionForm, PurgeForm, RetentionPolicyForm
-from quests.services import memory, retention
-from quests.services.access import get_for
-from quests.services.audit import Actor
+from quests.retention.forms import HoldForm, MemoryDecisionForm, PurgeForm, RetentionPolicyForm
+from quests.retention.services.expiry import expiring_soon, retention_keep, retention_withdraw
+from quests.retention.services import export
+from quests.retention.services.holds import active_holds, hold_place, hold_release
+from quests.retention.services.policy import POLICY_FIELDS, policy_history, require_staff, retention_policy_update
+from quests.retention.services.purge import retention_delete_now, retention_purge
+from quests.services import memory
 from quests.services.errors import InvalidInput, NotFound, ServiceError
+from quests.web.pages import act, actor, get_or_404, mission_url, render_page
 
 PURGE_LOG_ROWS = 25
-
-
-def _actor(request: HttpRequest) -> Actor:
-    return Actor(user=request.user)
 
 
 def _attempt(request: HttpRequest, do: Callable[[], Any], *, done: str) -> bool:
@@ -46,29 +47,46 @@ def _attempt(request: HttpRequest, do: Callable[[], Any], *, done: str) -> bool:
 
 # ---- the person's memory -------------------------------------------------------------------------
 
-@login_required
-@require_GET
-def memory_page(request: HttpRequest) -> HttpResponse:
+MEMORY_TEMPLATE = "retention/memory.html"
+MEMORY_FRAGMENTS = {"memory-body"}
+
+
+def _memory_context(request: HttpRequest, *, with_messages: bool = False) -> dict[str, Any]:
     user = request.user
-    return render(request, "retention/memory.html", {
+    return {
         "items": MemoryItem.objects.filter(owner=user).select_related("source_mission").order_by("name", "id"),
         "proposals": MemoryProposal.objects.filter(owner=user, status=MemoryProposal.Status.PENDING).select_related("mission").order_by("id"),
         "now": timezone.now(),
-    })
+        # A full page shows messages in the layout; a swapped fragment carries its own.
+        "fragment_messages": with_messages,
+    }
+
+
+def _memory_answer(request: HttpRequest) -> HttpResponse:
+    if request.htmx:
+        return render_page(request, MEMORY_TEMPLATE, _memory_context(request, with_messages=True), fragments=MEMORY_FRAGMENTS)
+    return redirect("retention:memory")
+
+
+@login_required
+@vary_on_headers("HX-Request")
+@require_GET
+def memory_page(request: HttpRequest) -> HttpResponse:
+    return render_page(request, MEMORY_TEMPLATE, _memory_context(request), fragments=MEMORY_FRAGMENTS)
 
 
 @login_required
 @require_POST
 def memory_forget(request: HttpRequest, pk: int) -> HttpResponse:
-    _attempt(request, lambda: memory.memory_forget(actor=_actor(request), item_id=pk), done="Forgotten: Questlog no longer remembers it.")
-    return redirect("retention:memory")
+    _attempt(request, lambda: memory.memory_forget(actor=actor(request), item_id=pk), done="Forgotten: Questlog no longer remembers it.")
+    return _memory_answer(request)
 
 
 @login_required
 @require_POST
 def memory_renew(request: HttpRequest, pk: int) -> HttpResponse:
-    _attempt(request, lambda: memory.memory_renew(actor=_actor(request), item_id=pk), done="Kept for another year.")
-    return redirect("retention:memory")
+    _attempt(request, lambda: memory.memory_renew(actor=actor(request), item_id=pk), done="Kept for another year.")
+    return _memory_answer(request)
 
 
 @login_required
@@ -77,11 +95,11 @@ def memory_decide(request: HttpRequest, pk: int) -> HttpResponse:
     form = MemoryDecisionForm(request.POST)
     if not form.is_valid():
         messages.error(request, "Choose Remember or Don't remember.")
-        return redirect("retention:memory")
+        return _memory_answer(request)
     decision = form.cleaned_data["decision"]
     done = "Remembered." if decision == "approve" else "Not remembered; the proposal goes with its quest's working state."
-    _attempt(request, lambda: memory.memory_decide(actor=_actor(request), proposal_id=pk, decision=decision), done=done)
-    return redirect("retention:memory")
+    _attempt(request, lambda: memory.memory_decide(actor=actor(request), proposal_id=pk, decision=decision), done=done)
+    return _memory_answer(request)
 
 
 # ---- the person's data -----------------------------------------------------------------------------
@@ -89,7 +107,7 @@ def memory_decide(request: HttpRequest, pk: int) -> HttpResponse:
 @login_required
 @require_GET
 def account_export(request: HttpRequest) -> HttpResponse:
-    data = retention.account_export(actor=_actor(request))
+    data = export.account_export(actor=actor(request))
     response = JsonResponse(data, encoder=DjangoJSONEncoder, json_dumps_params={"indent": 2, "ensure_ascii": False})
     filename = f"questlog-{request.user.get_username()}-{timezone.now():%Y-%m-%d}.json"
     response["Content-Disposition"] = f'attachment; filename="{filename}"'
@@ -98,41 +116,46 @@ def account_export(request: HttpRequest) -> HttpResponse:
 
 # ---- one quest: keep its history, withdraw, delete now ------------------------------------------
 
-def _mission_url(pk: int) -> str:
-    return reverse("mission", args=[pk]) + "#retention"
+def _retention_url(pk: int) -> str:
+    return mission_url(pk) + "#retention"
+
+
+def _keep_choice(request: HttpRequest, pk: int, do: Callable[[], Any], *, done: str) -> HttpResponse:
+    """htmx swaps the mission page's body (the panel is in it); a plain POST goes back to the panel."""
+    if request.htmx:
+        return act(request, origin=mission_url(pk), target=("retention", pk), do=do)
+    _attempt(request, do, done=done)
+    return redirect(_retention_url(pk))
 
 
 @login_required
 @require_POST
 def mission_keep(request: HttpRequest, pk: int) -> HttpResponse:
-    _attempt(request, lambda: retention.retention_keep(actor=_actor(request), mission_id=pk), done="This quest's history will be kept.")
-    return redirect(_mission_url(pk))
+    return _keep_choice(
+        request, pk, lambda: retention_keep(actor=actor(request), mission_id=pk), done="This quest's history will be kept.",
+    )
 
 
 @login_required
 @require_POST
 def mission_withdraw(request: HttpRequest, pk: int) -> HttpResponse:
-    _attempt(
-        request, lambda: retention.retention_withdraw(actor=_actor(request), mission_id=pk),
+    return _keep_choice(
+        request, pk, lambda: retention_withdraw(actor=actor(request), mission_id=pk),
         done="No longer kept: its working state expires like any other quest's.",
     )
-    return redirect(_mission_url(pk))
 
 
 @login_required
 @require_http_methods(["GET", "POST"])
 def mission_delete(request: HttpRequest, pk: int) -> HttpResponse:
-    try:
-        mission = get_for(_actor(request), Mission, pk)
-    except NotFound:
-        raise Http404("No such quest.")
+    mission = get_or_404(request, Mission, pk)
     if request.method == "GET" or request.POST.get("confirmed") != "yes":
-        return render(request, "retention/delete_confirm.html", {"mission": mission, "mission_url": _mission_url(pk)})
+        return render(request, "retention/delete_confirm.html", {"mission": mission, "mission_url": _retention_url(pk)})
     _attempt(
-        request, lambda: retention.retention_delete_now(actor=_actor(request), mission_id=pk),
+        request, lambda: retention_delete_now(actor=actor(request), mission_id=pk),
         done="Deleted: only the quest's title, status and dates remain.",
     )
-    return redirect(_mission_url(pk))
+    return redirect(_retention_url(pk))
 
 
 # ---- staff -------------------------------------------------------------------------------------------
@@ -142,7 +165,7 @@ def staff_only(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]
     @wraps(view)
     def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
         try:
-            retention.require_staff(_actor(request))
+            require_staff(actor(request))
         except NotFound:
             raise Http404("No such page.")
         return view(request, *args, **kwargs)
@@ -154,11 +177,12 @@ def _staff_page(request: HttpRequest, *, status: int = 200, **forms: Any) -> Htt
     policy = RetentionPolicy.current()
     context = {
         "policy": policy,
+        "policy_history": policy_history(),
         "policy_form": forms.get("policy_form") or RetentionPolicyForm(instance=policy),
         "hold_form": forms.get("hold_form") or HoldForm(),
         "purge_form": PurgeForm(),
-        "expiring": retention.expiring_soon(),
-        "holds": retention.active_holds(),
+        "expiring": expiring_soon(),
+        "holds": active_holds(),
         "logs": [_with_summary(log) for log in PurgeLog.objects.all()[:PURGE_LOG_ROWS]],
     }
     return render(request, "retention/staff.html", context, status=status)
@@ -188,7 +212,7 @@ def staff_policy(request: HttpRequest) -> HttpResponse:
     if not form.is_valid():
         return _staff_page(request, status=422, policy_form=form)
     try:
-        retention.retention_policy_update(actor=_actor(request), **{name: form.cleaned_data[name] for name in retention.POLICY_FIELDS})
+        retention_policy_update(actor=actor(request), **{name: form.cleaned_data[name] for name in POLICY_FIELDS})
     except InvalidInput as exc:
         form.add_error(exc.extra.get("field"), exc.message)
         return _staff_page(request, status=422, policy_form=form)
@@ -204,8 +228,8 @@ def staff_hold_place(request: HttpRequest) -> HttpResponse:
         return _staff_page(request, status=422, hold_form=form)
     data = form.cleaned_data
     try:
-        retention.hold_place(
-            actor=_actor(request), reason=data["reason"], mission_id=data.get("mission_id"),
+        hold_place(
+            actor=actor(request), reason=data["reason"], mission_id=data.get("mission_id"),
             username=(data.get("username") or "").strip() or None,
         )
     except InvalidInput as exc:
@@ -219,7 +243,7 @@ def staff_hold_place(request: HttpRequest) -> HttpResponse:
 @staff_only
 @require_POST
 def staff_hold_release(request: HttpRequest, pk: int) -> HttpResponse:
-    _attempt(request, lambda: retention.hold_release(actor=_actor(request), hold_id=pk), done="Hold released.")
+    _attempt(request, lambda: hold_release(actor=actor(request), hold_id=pk), done="Hold released.")
     return redirect("retention:staff")
 
 
@@ -228,6 +252,6 @@ def staff_hold_release(request: HttpRequest, pk: int) -> HttpResponse:
 def staff_purge(request: HttpRequest) -> HttpResponse:
     form = PurgeForm(request.POST)
     dry_run = form.is_valid() and form.cleaned_data["dry_run"]
-    log = retention.retention_purge(dry_run=dry_run, trigger="staff", actor=_actor(request))
+    log = retention_purge(dry_run=dry_run, trigger="staff", actor=actor(request))
     messages.success(request, f"{'Dry run: would delete' if dry_run else 'Purged'} {counts_summary(log.counts)}.")
     return redirect("retention:staff")

@@ -3,7 +3,7 @@
 from django import forms
 
 from checkpoints.models import RetentionPolicy
-from quests.services.retention import POLICY_FIELDS
+from quests.retention.services.policy import POLICY_FIELDS
 
 
 class RetentionPolicyForm(forms.ModelForm):
@@ -25,9 +25,11 @@ class RetentionPolicyForm(forms.ModelForm):
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        batch = self.fields["purge_batch_size"]
-        batch.widget.attrs["min"] = 1
-        batch.validators.append(_at_least_one)
+        # The admin's read-only view of an older version builds this form without its fields.
+        batch = self.fields.get("purge_batch_size")
+        if batch is not None:
+            batch.widget.attrs["min"] = 1
+            batch.validators.append(_at_least_one)
 
 
 def _at_least_one(value: int) -> None:

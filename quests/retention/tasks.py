@@ -3,7 +3,7 @@ run twice: each batch is its own transaction and a second run finds only what th
 
 from celery import shared_task
 
-from quests.services.retention import retention_purge
+from quests.retention.services.purge import retention_purge
 
 
 @shared_task(acks_late=True, ignore_result=True)

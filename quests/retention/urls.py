@@ -3,7 +3,7 @@ retention choice, and /staff/retention/."""
 
 from django.urls import path
 
-from quests import retention_views as views
+from quests.retention import views
 
 app_name = "retention"
 

@@ -1,0 +1,1 @@
+"""Retention services, split by concern; import from the module that owns the rule."""

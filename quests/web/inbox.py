@@ -1,0 +1,65 @@
+"""The inbox (approvals and milestones waiting for this person) and the decisions made from it or
+from a mission page."""
+
+from typing import Any
+
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse
+from django.urls import reverse
+from django.views.decorators.http import require_POST
+from django.views.decorators.vary import vary_on_headers
+
+from quests import selectors
+from quests.forms import DecisionForm, ReviewForm
+from quests.models import Approval, Milestone
+from quests.services import approvals
+from quests.web.pages import Problem, act, actor, get_or_404, mission_url, page, render_page
+
+TEMPLATE = "quests/inbox.html"
+FRAGMENTS = {"inbox"}
+
+
+@page("inbox", TEMPLATE, fragments=FRAGMENTS)
+def inbox_context(request: HttpRequest, problem: Problem | None = None) -> dict[str, Any]:
+    items = selectors.inbox(request.user)
+    inline = {(item.kind, item.obj.pk) for item in items}
+    return {
+        "items": items,
+        "problem": problem,
+        "problem_inline": problem is not None and problem.target in inline,
+        "page_url": reverse("inbox"),
+    }
+
+
+@login_required
+@vary_on_headers("HX-Request")
+def inbox(request: HttpRequest) -> HttpResponse:
+    return render_page(request, TEMPLATE, inbox_context(request), fragments=FRAGMENTS)
+
+
+@login_required
+@require_POST
+def approval_decide(request: HttpRequest, pk: int) -> HttpResponse:
+    approval = get_or_404(request, Approval, pk)
+    form = DecisionForm(request.POST)
+
+    def do() -> None:
+        data = form.cleaned_data
+        approvals.approval_decide(
+            actor=actor(request), approval_id=pk, decision=data["decision"], payload=data.get("payload_json"), note=data["note"]
+        )
+
+    return act(request, origin=mission_url(approval.mission_id), target=("approval", pk), form=form, do=do)
+
+
+@login_required
+@require_POST
+def milestone_review(request: HttpRequest, pk: int) -> HttpResponse:
+    milestone = get_or_404(request, Milestone, pk)
+    form = ReviewForm(request.POST)
+
+    def do() -> None:
+        data = form.cleaned_data
+        approvals.milestone_review(actor=actor(request), milestone_id=pk, action=data["action"], note=data["note"])
+
+    return act(request, origin=mission_url(milestone.mission_id), target=("milestone", pk), form=form, do=do)

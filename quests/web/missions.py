@@ -1,0 +1,110 @@
+"""One mission's page and its controls: pause, unpause, cancel and restore (the last two with a
+confirmation step)."""
+
+from typing import Any
+
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
+from django.views.decorators.http import require_http_methods, require_POST
+from django.views.decorators.vary import vary_on_headers
+
+from checkpoints.models import Checkpoint
+from quests import selectors
+from quests.forms import RestoreForm
+from quests.models import Mission
+from quests.services import missions
+from quests.web.pages import Problem, act, actor, answer, get_or_404, mission_url, page, render_page
+
+TEMPLATE = "quests/mission.html"
+FRAGMENTS = {"mission-body"}
+
+
+@page("mission", TEMPLATE, fragments=FRAGMENTS)
+def mission_context(request: HttpRequest, pk: int, problem: Problem | None = None, *, mission: Mission | None = None) -> dict[str, Any]:
+    mission = mission or get_or_404(request, Mission, pk)
+    page_data = selectors.mission_page(mission)
+    inline = {("constraint", "add"), ("controls", pk), ("restore", pk)}
+    inline |= {("approval", a.pk) for a in page_data.pending_approvals}
+    inline |= {("milestone", m.pk) for m in page_data.milestones if m.review_status == "pending_review" and not m.withdrawn}
+    inline |= {("constraint", c.pk) for c in page_data.constraints if c.retired_at is None}
+    return {
+        "page": page_data,
+        "mission": page_data.mission,
+        "version": selectors.mission_version(page_data.mission),
+        "problem": problem,
+        # A form that vanished with the change (an approval someone else decided) shows its
+        # problem at the top instead.
+        "problem_inline": problem is not None and problem.target in inline,
+        "page_url": mission_url(page_data.mission.pk),
+    }
+
+
+@login_required
+@vary_on_headers("HX-Request")
+def mission_detail(request: HttpRequest, pk: int) -> HttpResponse:
+    mission = get_or_404(request, Mission, pk)
+    since = request.GET.get("since")
+    if request.htmx and since and since == selectors.mission_version(mission):
+        return HttpResponse(status=204)
+    return render_page(request, TEMPLATE, mission_context(request, pk, mission=mission), fragments=FRAGMENTS)
+
+
+@login_required
+@require_POST
+def mission_pause(request: HttpRequest, pk: int) -> HttpResponse:
+    get_or_404(request, Mission, pk)
+    return act(request, origin=mission_url(pk), target=("controls", pk), do=lambda: missions.mission_pause(actor=actor(request), mission_id=pk))
+
+
+@login_required
+@require_POST
+def mission_unpause(request: HttpRequest, pk: int) -> HttpResponse:
+    get_or_404(request, Mission, pk)
+    return act(request, origin=mission_url(pk), target=("controls", pk), do=lambda: missions.mission_unpause(actor=actor(request), mission_id=pk))
+
+
+def _confirm(request: HttpRequest, context: dict[str, Any], *, status: int = 200) -> HttpResponse:
+    """The confirmation step: a panel in place for htmx, its own page for a plain browser."""
+    if request.htmx:
+        return render(request, "quests/confirm.html#confirm_panel", context, status=status)
+    return render(request, "quests/confirm.html", context, status=status)
+
+
+@login_required
+@vary_on_headers("HX-Request")
+@require_http_methods(["GET", "POST"])
+def mission_cancel(request: HttpRequest, pk: int) -> HttpResponse:
+    mission = get_or_404(request, Mission, pk)
+    if request.method == "GET" or request.POST.get("confirmed") != "yes":
+        return _confirm(request, {"mission": mission, "what": "cancel", "page_url": mission_url(pk)})
+    return act(request, origin=mission_url(pk), target=("controls", pk), do=lambda: missions.mission_cancel(actor=actor(request), mission_id=pk))
+
+
+@login_required
+@vary_on_headers("HX-Request")
+@require_http_methods(["GET", "POST"])
+def mission_restore(request: HttpRequest, pk: int) -> HttpResponse:
+    mission = get_or_404(request, Mission, pk)
+    form = RestoreForm(request.POST if request.method == "POST" else request.GET)
+    if request.method == "POST" and form.is_valid() and form.cleaned_data["confirmed"]:
+        checkpoint_id = form.cleaned_data["checkpoint"]
+        return act(
+            request, origin=mission_url(pk), target=("restore", pk),
+            do=lambda: missions.mission_restore(actor=actor(request), mission_id=pk, checkpoint_id=checkpoint_id),
+        )
+    target = None
+    if form.is_valid():
+        target = Checkpoint.objects.filter(mission=mission, pk=form.cleaned_data["checkpoint"]).first()
+    if target is None:
+        problem = Problem(("restore", pk), "Choose one of this mission's checkpoints to restore to.")
+        if request.htmx:
+            context = {"mission": mission, "what": "restore", "problem": problem, "page_url": mission_url(pk)}
+            return _confirm(request, context, status=422)
+        return answer(request, mission_url(pk), problem)
+    facts = {
+        "constraints": mission.constraints.filter(retired_at__isnull=True).count(),
+        "operations": mission.operations.count(),
+        "later": Checkpoint.objects.filter(mission=mission, seq__gt=target.seq).count(),
+    }
+    return _confirm(request, {"mission": mission, "what": "restore", "target": target, "facts": facts, "page_url": mission_url(pk)})

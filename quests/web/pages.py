@@ -1,0 +1,130 @@
+"""What every page module shares. Thin views: each action parses a form, calls the one service
+that owns the rule, and answers with the affected fragment (htmx) or a redirect back (a plain form
+POST). A service's refusal is shown as a form error on the page it came from, never as a 500."""
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+from urllib.parse import urlsplit
+
+from django.db.models import Model
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.template.loader import render_to_string
+from django.urls import Resolver404, resolve, reverse
+from django.utils.http import url_has_allowed_host_and_scheme
+from django_htmx.http import HttpResponseClientRefresh
+
+from quests.forms import first_error
+from quests.services.access import get_for
+from quests.services.audit import Actor
+from quests.services.errors import NotFound, ServiceError
+from quests.services.inbox import inbox_count
+
+M = TypeVar("M", bound=Model)
+ContextBuilder = Callable[..., dict[str, Any]]
+
+
+@dataclass
+class Problem:
+    """Why the form a person just sent did nothing, with what they typed so it is not lost."""
+
+    target: tuple[str, Any]
+    message: str
+    values: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Page:
+    template: str
+    build: ContextBuilder
+    # The fragments an action on this page may swap (htmx targets, `page.html#fragment`).
+    fragments: frozenset[str]
+
+
+# url name -> page. Filled by the page modules as they are imported; `quests.web.urls` imports
+# them all, so it is complete before the first request.
+PAGES: dict[str, Page] = {}
+
+
+def page(url_name: str, template: str, *, fragments: set[str]) -> Callable[[ContextBuilder], ContextBuilder]:
+    """Register a context builder as the page an action may answer with (by the page's url name)."""
+
+    def register(build: ContextBuilder) -> ContextBuilder:
+        PAGES[url_name] = Page(template, build, frozenset(fragments))
+        return build
+
+    return register
+
+
+def actor(request: HttpRequest) -> Actor:
+    return Actor(user=request.user)
+
+
+def get_or_404(request: HttpRequest, model: type[M], pk: int) -> M:
+    """The object if this person may see it; another user's object is a 404 like a missing one."""
+    try:
+        return get_for(actor(request), model, pk)
+    except NotFound:
+        raise Http404(f"No {model._meta.verbose_name} with id {pk}.")
+
+
+def mission_url(mission_id: int) -> str:
+    return reverse("mission", args=[mission_id])
+
+
+def _with_inbox_count(request: HttpRequest, html: str) -> str:
+    # The navigation's inbox count changes with most actions: htmx swaps it out of band.
+    return html + render_to_string("quests/_inbox_count.html", {"inbox_count": inbox_count(request.user), "oob": True})
+
+
+def render_page(request: HttpRequest, template: str, context: dict[str, Any], *, fragments: set[str] | frozenset[str], status: int = 200) -> HttpResponse:
+    """The full page, or the fragment an htmx request targets (`page.html#fragment`)."""
+    target = request.htmx.target if request.htmx else None
+    if target in fragments:
+        html = render_to_string(f"{template}#{target.replace('-', '_')}", context, request)
+        return HttpResponse(_with_inbox_count(request, html), status=status)
+    return render(request, template, context, status=status)
+
+
+def _origin(request: HttpRequest, default: str) -> str:
+    """Where the form was sent from (its hidden `next`), if that is one of our pages."""
+    candidate = request.POST.get("next") or ""
+    if candidate and url_has_allowed_host_and_scheme(candidate, allowed_hosts={request.get_host()}):
+        try:
+            if resolve(urlsplit(candidate).path).url_name in PAGES:
+                return candidate
+        except Resolver404:
+            pass
+    return default
+
+
+def answer(request: HttpRequest, origin: str, problem: Problem | None) -> HttpResponse:
+    """After an action: re-render the page it came from (the targeted fragment for htmx, the whole
+    page when there is a form error) or redirect back to it."""
+    match = resolve(urlsplit(origin).path)
+    target_page = PAGES[match.url_name]
+    status = 422 if problem else 200
+    if request.htmx:
+        if request.htmx.target not in target_page.fragments:
+            return HttpResponseClientRefresh()
+        context = target_page.build(request, problem=problem, **match.kwargs)
+        return render_page(request, target_page.template, context, fragments=target_page.fragments, status=status)
+    if problem:
+        return render(request, target_page.template, target_page.build(request, problem=problem, **match.kwargs), status=status)
+    return redirect(origin)
+
+
+def act(request: HttpRequest, *, origin: str, target: tuple[str, Any], form=None, do: Callable[[], Any]) -> HttpResponse:
+    """Validate the form, call the service, answer on the page the action came from."""
+    problem = None
+    if form is not None and not form.is_valid():
+        problem = Problem(target, first_error(form), request.POST.dict())
+    else:
+        try:
+            do()
+        except NotFound:
+            raise Http404("Nothing with that id here.")
+        except ServiceError as exc:
+            problem = Problem(target, exc.message, request.POST.dict())
+    return answer(request, _origin(request, origin), problem)

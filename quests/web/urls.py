@@ -1,0 +1,23 @@
+"""The pages people use. No app namespace: templates and tests name them plainly ("mission")."""
+
+from django.urls import path
+
+from quests.web import board, checkpoints, constraints, inbox, missions, tokens
+
+urlpatterns = [
+    path("", board.board, name="board"),
+    path("missions/<int:pk>/", missions.mission_detail, name="mission"),
+    path("missions/<int:pk>/pause/", missions.mission_pause, name="mission-pause"),
+    path("missions/<int:pk>/unpause/", missions.mission_unpause, name="mission-unpause"),
+    path("missions/<int:pk>/cancel/", missions.mission_cancel, name="mission-cancel"),
+    path("missions/<int:pk>/restore/", missions.mission_restore, name="mission-restore"),
+    path("missions/<int:pk>/constraints/", constraints.constraint_add, name="constraint-add"),
+    path("missions/<int:pk>/constraints/<int:cid>/edit/", constraints.constraint_edit, name="constraint-edit"),
+    path("missions/<int:pk>/constraints/<int:cid>/retire/", constraints.constraint_retire, name="constraint-retire"),
+    path("checkpoints/<int:pk>/", checkpoints.checkpoint_detail, name="checkpoint"),
+    path("approvals/", inbox.inbox, name="inbox"),
+    path("approvals/<int:pk>/decide/", inbox.approval_decide, name="approval-decide"),
+    path("milestones/<int:pk>/review/", inbox.milestone_review, name="milestone-review"),
+    path("tokens/", tokens.token_list, name="tokens"),
+    path("tokens/<int:pk>/revoke/", tokens.token_revoke, name="token-revoke"),
+]
