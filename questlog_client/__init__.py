@@ -14,7 +14,8 @@
 repeating a side effect or forgetting a constraint, a decision or an approval (`replaycheck`).
 """
 
-from questlog_client.client import Mission, Missions, OperationCall, Questlog, Run, Step, new_key
+from questlog_client.client import Questlog
+from questlog_client.core import new_key
 from questlog_client.errors import (
     ApiError,
     Conflict,
@@ -52,6 +53,10 @@ from questlog_client.models import (
     Receipt,
     Record,
 )
+from questlog_client.missions import Mission, Missions
+from questlog_client.operations import OperationCall
+from questlog_client.replay.steps import Step
+from questlog_client.runs import Run
 
 __all__ = [
     "Questlog", "Missions", "Mission", "Run", "OperationCall", "Step", "new_key",

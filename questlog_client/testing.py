@@ -30,7 +30,6 @@ everything that waits); a retired constraint is not expected in later bundles.
 
 from __future__ import annotations
 
-import sys
 import tempfile
 import threading
 import time
@@ -38,69 +37,19 @@ from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
-from questlog_client.models import Bundle
+from questlog_client import scenarios
 from questlog_client.people import PersonSession
-from questlog_client.replay import AgentFn, Harness, PointResult, child_main, compare
-
-PersonFn = Callable[[PersonSession, Bundle], None]
+from questlog_client.replay.child import child_main
+from questlog_client.replay.compare import PointResult, compare
+from questlog_client.replay.harness import Harness
+from questlog_client.replay.scenario import AgentFn, PersonFn, Scenario, approve_everything, strip_ids
+from questlog_client.replay.steps import Step, StepWatch
 
 __all__ = [
     "Scenario", "PersonSession", "PointResult", "Report", "replaycheck", "parse_points", "strip_ids", "approve_everything",
-    "child_main",
+    "child_main", "AgentFn", "PersonFn", "Step", "StepWatch",
 ]
-
-
-def strip_ids(value: Any) -> Any:
-    """Drop `id`, `*_id` and `*_ids` keys recursively: ids differ between missions by nature."""
-    if isinstance(value, dict):
-        return {k: strip_ids(v) for k, v in value.items() if not (k == "id" or k.endswith("_id") or k.endswith("_ids"))}
-    if isinstance(value, list):
-        return [strip_ids(v) for v in value]
-    return value
-
-
-def approve_everything(person: PersonSession, bundle: Bundle) -> None:
-    """The default person: approves every gate milestone and every approval waiting for them."""
-    for milestone in bundle.milestones:
-        if milestone.gate and milestone.review_status == "pending_review":
-            person.review_milestone(milestone.id, "approve")
-    for approval in bundle.approvals:
-        if approval.status == "pending":
-            person.decide_approval(approval.id, "approve")
-
-
-@dataclass
-class Scenario:
-    """What to replay: the agent (a module-level function or "module:function"), the body of the
-    mission it works on (POST /missions), and what the person does when the mission waits."""
-
-    name: str
-    agent: str | AgentFn
-    mission: dict[str, Any]
-    person: PersonFn = approve_everything
-    normalize: Callable[[Any], Any] = strip_ids
-
-    @property
-    def import_root(self) -> str | None:
-        """The folder the agent's module is imported from, for the agent processes' path."""
-        if isinstance(self.agent, str):
-            return None
-        module = sys.modules.get(getattr(self.agent, "__module__", ""))
-        if module is None or not getattr(module, "__file__", None):
-            return None
-        depth = module.__name__.count(".") + (Path(module.__file__).name == "__init__.py")
-        return str(Path(module.__file__).resolve().parents[depth])
-
-    @property
-    def agent_path(self) -> str:
-        if isinstance(self.agent, str):
-            return self.agent
-        module = getattr(self.agent, "__module__", None)
-        if not module or module == "__main__" or "<locals>" in self.agent.__qualname__:
-            raise ValueError("The agent must be a module-level function of an importable module (it runs in a subprocess).")
-        return f"{module}:{self.agent.__qualname__}"
 
 
 @dataclass
@@ -195,8 +144,6 @@ def replaycheck(
     a fresh process waits before it may take over from the killed one: keep it short on a test
     server (a second or two), or each crash point waits that long."""
     if isinstance(scenario, str):
-        from questlog_client import scenarios
-
         scenario = scenarios.get(scenario)
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="replaycheck-") as tmp:

@@ -237,14 +237,20 @@ def test_requesting_an_approval_ends_the_run_and_the_next_run_finds_the_decision
         mission.start_run(agent="impatient")
     assert refused.value.mission_status == "waiting_for_approval"
 
-    def approve_soon():
-        time.sleep(0.3)
+    waiting = threading.Event()
+
+    def approve_once_the_agent_waits():
+        assert waiting.wait(timeout=30), "the agent never started waiting"
         alice_in_browser.decide_approval(asked.approval.id, "edit", payload={"to": "client", "cc": "boss"}, note="cc my boss")
 
-    person = threading.Thread(target=approve_soon)
+    def on_wait(bundle: Bundle) -> None:
+        waited.append(bundle.next_action)
+        waiting.set()
+
+    person = threading.Thread(target=approve_once_the_agent_waits)
     person.start()
     waited: list[str] = []
-    bundle = mission.wait_for_person(on_wait=lambda b: waited.append(b.next_action))
+    bundle = mission.wait_for_person(on_wait=on_wait, timeout=60)
     person.join()
     assert waited and set(waited) == {"await_approval"}
     assert bundle.next_action == "resume"

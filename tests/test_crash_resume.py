@@ -6,8 +6,11 @@ forgotten, and the mission ends exactly as the uninterrupted run ends.
 A crash here is what a crash is in production: the agent process stops, with no stop call. The
 run's heartbeat goes stale and the next run's start ends it `interrupted`."""
 
+import uuid
+from collections import Counter
 from dataclasses import dataclass, field
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,8 +19,8 @@ from django.utils import timezone
 
 from checkpoints.models import Operation, Record
 from quests.models import Run
+from questlog_client.fake_service import Call, FakeService
 from tests.conftest import ApiClient
-from tests.fake_service import FakeService
 
 pytestmark = pytest.mark.django_db
 
@@ -25,6 +28,16 @@ CONSTRAINTS = ["Never email the client before Friday", "Spend at most 5000 EUR"]
 AGENT_CONSTRAINT = "Keep every booking refundable"
 DEPOSIT_ACTION = "pay the 500 EUR deposit"
 SIDE_EFFECT_KEYS = ["reserve-venue", "email-quote", "pay-deposit", "email-confirm"]
+
+
+def receipt(external_id: str, kind: str, request: dict[str, Any]) -> dict[str, Any]:
+    """What the service's answer says, as the agent stores it with the operation."""
+    return {"external_id": external_id, "kind": kind, "request": request}
+
+
+def call_for(service: FakeService, key: str) -> Call | None:
+    """What a reconciling agent asks the service: did the call carrying this key happen?"""
+    return next((call for call in service.calls() if call.ref == key), None)
 
 
 class Crash(Exception):
@@ -97,12 +110,12 @@ class AgentSession:
         if self.bundle["operations"]["to_reconcile"]:
             assert self.bundle["next_action"] == "reconcile", self.bundle["next_action"]
         for op in self.bundle["operations"]["to_reconcile"]:
-            found = self.world.service.lookup(op["key"])
+            found = call_for(self.world.service, op["key"])
             if found is None:
                 self.world.reconciled.append((op["key"], "not_done"))
                 continue
             self.world.reconciled.append((op["key"], "done"))
-            self._complete(op["id"], found.external_id, found.receipt())
+            self._complete(op["id"], found.external_id, receipt(found.external_id, found.kind, found.payload))
 
     # -- the agent's building blocks -------------------------------------------------------
 
@@ -139,9 +152,10 @@ class AgentSession:
         self.world.step()
         # The window a crash makes dangerous: the operation is `attempted`, the call may or may
         # not reach the service. Only reconciliation against the service can tell.
-        obj = self.world.service.perform(key=key, kind=kind, request=request)
+        # The service does not deduplicate: a second call with the same key is a second effect.
+        done = self.world.service.call(kind, target, request, ref=key, status="confirmed")
         self.world.step()
-        return self._complete(op["id"], obj.external_id, obj.receipt())["receipt"]
+        return self._complete(op["id"], done.external_id, receipt(done.external_id, kind, request))["receipt"]
 
     def _complete(self, op_id: int, external_id: str, receipt: dict[str, Any]) -> dict[str, Any]:
         body = {"external_id": external_id, "external_status": "confirmed", "receipt": receipt}
@@ -337,9 +351,10 @@ def new_mission(agent: ApiClient) -> int:
     return ok(agent.post("missions", body), 201)["id"]
 
 
-def play(agent: ApiClient, person: ApiClient, crash_after: set[int]) -> tuple[Harness, dict[str, Any]]:
+def play(agent: ApiClient, person: ApiClient, crash_after: set[int], workdir: Path) -> tuple[Harness, dict[str, Any]]:
     mission_id = new_mission(agent)
-    harness = Harness(agent, person, mission_id, World(FakeService(), crash_after))
+    service = FakeService(workdir / f"service-{uuid.uuid4().hex}.sqlite3")  # a fresh outside world for each play
+    harness = Harness(agent, person, mission_id, World(service, crash_after))
     harness.drive()
     return harness, final_state(agent, mission_id, harness.world.service)
 
@@ -366,9 +381,17 @@ def final_state(agent: ApiClient, mission_id: int, service: FakeService) -> dict
         "milestones": [(m["kind"], m["title"], m["review_status"]) for m in bundle["milestones"]],
         "approvals": [(a["action"], a["status"], a["payload"], a["decided_payload"], a["note"]) for a in bundle["approvals"]],
         "operations": sorted(ledger, key=lambda op: op["key"]),
-        "world": service.effects(),
-        "external_ids": sorted((o.key, o.external_id) for o in service.objects),
+        "world": world(service),
+        "external_ids": sorted((c.ref, c.external_id) for c in service.calls()),
     }
+
+
+def world(service: FakeService) -> dict[str, list[dict[str, Any]]]:
+    """The outside world as a comparable value: each key's calls, ids aside."""
+    effects: dict[str, list[dict[str, Any]]] = {}
+    for call in service.calls():
+        effects.setdefault(call.ref, []).append({"kind": call.kind, "request": call.payload, "status": call.status})
+    return effects
 
 
 def portable(agent_state: dict[str, Any]) -> dict[str, Any]:
@@ -381,14 +404,15 @@ def portable(agent_state: dict[str, Any]) -> dict[str, Any]:
 
 def assert_each_side_effect_once(harness: Harness) -> None:
     service = harness.world.service
-    assert dict(service.calls) == {key: 1 for key in SIDE_EFFECT_KEYS}, dict(service.calls)
+    calls = Counter(call.ref for call in service.calls())
+    assert dict(calls) == {key: 1 for key in SIDE_EFFECT_KEYS}, dict(calls)
     attempts = dict(Operation.objects.filter(mission_id=harness.mission_id).values_list("key", "attempts"))
     assert set(attempts) == set(SIDE_EFFECT_KEYS)
     assert all(1 <= n <= 2 for n in attempts.values()), attempts
 
 
-def test_the_uninterrupted_mission_does_each_side_effect_once(agent, person):
-    harness, final = play(agent, person, crash_after=set())
+def test_the_uninterrupted_mission_does_each_side_effect_once(agent, person, tmp_path):
+    harness, final = play(agent, person, crash_after=set(), workdir=tmp_path)
     assert_each_side_effect_once(harness)
     assert harness.world.crashes == 0
     assert final["mission"]["status"] == "completed"
@@ -396,7 +420,7 @@ def test_the_uninterrupted_mission_does_each_side_effect_once(agent, person):
     assert final["verified"] is True
     # The person's edit is what was paid, and the booking's receipt fed later steps.
     assert final["world"]["pay-deposit"][0]["request"]["amount"] == 450
-    assert final["world"]["email-confirm"][0]["request"]["subject"] == "Booked ext-1, paid ext-3"
+    assert final["world"]["email-confirm"][0]["request"]["subject"] == "Booked BOOKING-00001, paid PAYMENT-00003"
     assert final["decisions"] == ["Book Lakeside Lodge", "The budget is 5000 EUR"]
     assert final["open_questions"] == []
     assert (AGENT_CONSTRAINT, "agent") in final["constraints"]
@@ -404,12 +428,12 @@ def test_the_uninterrupted_mission_does_each_side_effect_once(agent, person):
     assert harness.world.actions >= 10
 
 
-def test_a_crash_after_any_step_resumes_to_the_same_end(agent, person):
-    reference_harness, reference = play(agent, person, crash_after=set())
+def test_a_crash_after_any_step_resumes_to_the_same_end(agent, person, tmp_path):
+    reference_harness, reference = play(agent, person, crash_after=set(), workdir=tmp_path)
     total = reference_harness.world.actions
     reconciled: set[str] = set()
     for k in range(1, total + 1):
-        harness, final = play(agent, person, crash_after={k})
+        harness, final = play(agent, person, crash_after={k}, workdir=tmp_path)
         assert harness.world.crashes == 1, f"k={k}: the crash point was never reached"
         assert_each_side_effect_once(harness)
         assert final == reference, f"k={k}: the resumed mission ended differently"
@@ -420,13 +444,13 @@ def test_a_crash_after_any_step_resumes_to_the_same_end(agent, person):
     assert reconciled == {"done", "not_done"}
 
 
-def test_two_crashes_in_a_row_still_resume_to_the_same_end(agent, person):
+def test_two_crashes_in_a_row_still_resume_to_the_same_end(agent, person, tmp_path):
     """The second crash hits the resumed run right after its first action — often in the middle
     of reconciling the first crash's unfinished operation."""
-    reference_harness, reference = play(agent, person, crash_after=set())
+    reference_harness, reference = play(agent, person, crash_after=set(), workdir=tmp_path)
     total = reference_harness.world.actions
     for k in range(1, total + 1):
-        harness, final = play(agent, person, crash_after={k, k + 1})
+        harness, final = play(agent, person, crash_after={k, k + 1}, workdir=tmp_path)
         assert_each_side_effect_once(harness)
         assert final == reference, f"k={k}: the twice-resumed mission ended differently"
 

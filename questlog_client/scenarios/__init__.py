@@ -3,20 +3,13 @@ does when the mission waits for them."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from questlog_client.replay.scenario import Scenario
+from questlog_client.scenarios import demo
 
-if TYPE_CHECKING:
-    from questlog_client.testing import Scenario
+NAMES = ("demo",)
 
 
 def get(name: str) -> Scenario:
-    from questlog_client.testing import Scenario
-
     if name == "demo":
-        from questlog_client.scenarios import demo
-
         return Scenario(name="demo", agent="questlog_client.scenarios.demo:demo_agent", mission=demo.MISSION, person=demo.demo_person)
     raise KeyError(f"No scenario named {name!r}; known: {', '.join(NAMES)}")
-
-
-NAMES = ("demo",)

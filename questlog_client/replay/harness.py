@@ -1,10 +1,9 @@
-"""The engine of `replaycheck` (see questlog_client.testing): the agent process with its step
-reports and its crash point, one execution of a scenario (uninterrupted or crashed after a step),
-and the comparison of an execution with the uninterrupted one."""
+"""One execution of a scenario for replaycheck: a mission, an agent process crashed right after a
+chosen step (SIGKILL) and a fresh one that resumes it, a person who acts whenever the mission
+waits, and what all of that left behind (steps, bundles, side effects, the final state)."""
 
 from __future__ import annotations
 
-import importlib
 import itertools
 import json
 import os
@@ -15,98 +14,20 @@ import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from questlog_client import errors
-from questlog_client.client import NOT_WORKING, Questlog
+from questlog_client.client import Questlog
 from questlog_client.fake_service import FakeService, canonical
 from questlog_client.models import Bundle
 from questlog_client.people import PersonSession
+from questlog_client.replay.execution import Execution
+from questlog_client.replay.scenario import Scenario
 
-if TYPE_CHECKING:
-    from questlog_client.testing import Scenario
-
-AgentFn = Callable[[Questlog, int, FakeService], Any]
-
-
-def load_agent(path: str) -> AgentFn:
-    module_name, _, attr = path.partition(":")
-    if not attr:
-        raise ValueError(f"An agent is named 'module:function', not {path!r}.")
-    target: Any = importlib.import_module(module_name)
-    for part in attr.split("."):
-        target = getattr(target, part)
-    return target
-
-
-def child_main() -> None:
-    """The agent process replaycheck starts. It reports each step on a pipe; at its crash point
-    it stops there and waits to be killed, so the kill lands exactly after that step."""
-    env = os.environ
-    crash_after = int(env.get("QUESTLOG_REPLAY_CRASH_AFTER") or 0)
-    steps = os.fdopen(int(env["QUESTLOG_REPLAY_STEP_FD"]), "w", buffering=1)
-    trace = open(env["QUESTLOG_REPLAY_TRACE"], "a", buffering=1, encoding="utf-8")
-
-    def write(event: dict[str, Any]) -> None:
-        trace.write(json.dumps(event, default=str) + "\n")
-        trace.flush()
-
-    def on_step(step: Any) -> None:
-        write({"type": "step", "n": step.number, "label": step.label, "path": step.path, "answer": step.answer, "sent": step.sent, "at": time.time()})
-        steps.write(f"{step.number}\n")
-        steps.flush()
-        if step.number == crash_after:
-            time.sleep(300)  # the harness kills this process here; it never wakes unless the harness is gone
-            os._exit(3)
-
-    parent = os.getppid()
-
-    def orphaned() -> None:
-        # If the harness itself dies, nobody will kill this process or act as the person: leave.
-        while os.getppid() == parent:
-            time.sleep(1)
-        os._exit(3)
-
-    threading.Thread(target=orphaned, daemon=True).start()
-
-    def on_bundle(bundle: Bundle, asked_at: float, got_at: float) -> None:
-        write({"type": "bundle", "asked_at": asked_at, "got_at": got_at, "bundle": bundle.raw})
-        if bundle.next_action in NOT_WORKING:
-            steps.write("W\n")  # the agent waits for a person: the harness's person acts at once
-            steps.flush()
-
-    sys.path.insert(0, os.getcwd())
-    agent = load_agent(env["QUESTLOG_REPLAY_AGENT"])
-    ql = Questlog(
-        env["QUESTLOG_REPLAY_BASE_URL"], env["QUESTLOG_REPLAY_TOKEN"],
-        heartbeat_interval=float(env.get("QUESTLOG_REPLAY_HEARTBEAT", "0.8")),
-        takeover_timeout=float(env.get("QUESTLOG_REPLAY_TAKEOVER", "120")),
-        poll_interval=float(env.get("QUESTLOG_REPLAY_POLL", "0.2")),
-        on_step=on_step, on_bundle=on_bundle,
-    )
-    with ql:
-        agent(ql, int(env["QUESTLOG_REPLAY_MISSION"]), FakeService(env["QUESTLOG_REPLAY_SERVICE"]))
-    write({"type": "finished", "at": time.time()})
-
-
-
-
-@dataclass
-class Execution:
-    point: int | None
-    base_url: str = ""
-    mission_id: int = 0
-    steps: list[str] = field(default_factory=list)
-    events: list[dict[str, Any]] = field(default_factory=list)
-    person: list[dict[str, Any]] = field(default_factory=list)
-    initial_constraints: set[int] = field(default_factory=set)
-    effects: Counter[tuple[str, str, str]] = field(default_factory=Counter)
-    final: dict[str, Any] = field(default_factory=dict)
-    errors: list[str] = field(default_factory=list)
-    seconds: float = 0.0
+CHILD = "from questlog_client.replay.child import child_main; child_main()"
 
 
 class _Person(threading.Thread):
@@ -256,7 +177,7 @@ class Harness:
         }
         with open(log, "wb") as out:
             child = subprocess.Popen(
-                [sys.executable, "-c", "from questlog_client.replay import child_main; child_main()"],
+                [sys.executable, "-c", CHILD],
                 env=env, pass_fds=(write_fd,), stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
             )
         os.close(write_fd)
@@ -337,134 +258,3 @@ def _read_trace(path: Path, proc: str) -> list[dict[str, Any]]:
         except ValueError:
             continue  # a line cut short by the kill
     return events
-
-
-
-FORGETTABLE = ("decisions", "approvals", "milestones")
-
-
-@dataclass
-class PointResult:
-    point: int
-    step: str
-    repeated_side_effects: int = 0
-    constraints_missing: int = 0
-    forgotten: int = 0
-    state_differences: int = 0
-    errors: int = 0
-    seconds: float = 0.0
-    details: list[str] = field(default_factory=list)
-
-    @property
-    def ok(self) -> bool:
-        return not (self.repeated_side_effects or self.constraints_missing or self.forgotten or self.state_differences or self.errors)
-
-
-def _multiset_diff(a: Iterable[str], b: Iterable[str]) -> tuple[list[str], list[str]]:
-    ca, cb = Counter(a), Counter(b)
-    return sorted((ca - cb).elements()), sorted((cb - ca).elements())
-
-
-def compare(baseline: Execution, ex: Execution) -> PointResult:
-    assert ex.point is not None
-    label = baseline.steps[ex.point - 1] if ex.point <= len(baseline.steps) else "?"
-    row = PointResult(ex.point, label, seconds=ex.seconds)
-    row.errors = len(ex.errors)
-    row.details += ex.errors
-    for effect, count in ex.effects.items():
-        extra = count - max(1, baseline.effects.get(effect, 0))
-        if extra > 0:
-            row.repeated_side_effects += extra
-            row.details.append(f"side effect done {count}× (uninterrupted: {baseline.effects.get(effect, 0)}×): {effect[0]} → {effect[1]}")
-    for effect, count in baseline.effects.items():
-        missing = count - ex.effects.get(effect, 0)
-        if missing > 0:
-            row.state_differences += missing
-            row.details.append(f"side effect done {ex.effects.get(effect, 0)}× (uninterrupted: {count}×): {effect[0]} → {effect[1]}")
-    for effect in ex.effects.keys() - baseline.effects.keys():
-        row.state_differences += 1
-        row.details.append(f"side effect not in the uninterrupted run: {effect[0]} → {effect[1]} {effect[2][:80]}")
-    _check_bundles(ex, row)
-    for key, expected in baseline.final.items():
-        actual = ex.final.get(key)
-        if isinstance(expected, list):
-            missing, extra = _multiset_diff(expected, actual or [])
-            count = len(missing) + len(extra)
-            if key in FORGETTABLE:
-                row.forgotten += count
-            else:
-                row.state_differences += count
-            row.details += [f"{key}: missing {m!r}" for m in missing] + [f"{key}: extra {e!r}" for e in extra]
-        elif actual != expected:
-            row.state_differences += 1
-            row.details.append(f"{key}: {actual!r}, uninterrupted: {expected!r}")
-    return row
-
-
-def _check_bundles(ex: Execution, row: PointResult) -> None:
-    """Every bundle an agent process was given must hold what was known before it asked: the
-    constraints, the unresolved decisions, the approvals and what the person decided."""
-    known_constraints: list[tuple[float, set[int]]] = [(0.0, set(ex.initial_constraints))]
-    decided: list[tuple[float, dict[str, dict[int, str]]]] = []
-    for entry in ex.person:
-        known_constraints.append((entry["at"], set(entry["constraints"])))
-        decided.append((entry["at"], {"approvals": {int(k): v for k, v in entry["approvals"].items()},
-                                      "milestones": {int(k): v for k, v in entry["milestones"].items()}}))
-    decisions: dict[int, float] = {}
-    resolved: dict[int, float] = {}
-    approvals: dict[int, float] = {}
-    events = sorted(ex.events, key=lambda e: e.get("at", e.get("asked_at", 0.0)))
-    for event in events:
-        if event["type"] == "step":
-            answer, sent = event.get("answer") or {}, event.get("sent") or {}
-            if event["path"].endswith("/records") and answer.get("kind") == "decision":
-                decisions.setdefault(answer["id"], event["at"])
-            if event["path"].endswith("/records") and sent.get("resolves"):
-                resolved.setdefault(sent["resolves"], event["at"])
-            if event["path"].endswith("/approvals"):
-                approvals.setdefault(answer["id"], event["at"])
-        elif event["type"] == "bundle":
-            asked, bundle = event["asked_at"], event["bundle"]
-            known_constraints.append((event["got_at"], {c["id"] for c in bundle["constraints"]}))
-            _check_one_bundle(bundle, asked, known_constraints, decided, decisions, resolved, approvals, row)
-
-
-def _check_one_bundle(
-    bundle: dict[str, Any],
-    asked: float,
-    known_constraints: list[tuple[float, set[int]]],
-    decided: list[tuple[float, dict[str, dict[int, str]]]],
-    decisions: dict[int, float],
-    resolved: dict[int, float],
-    approvals: dict[int, float],
-    row: PointResult,
-) -> None:
-    have = {c["id"] for c in bundle["constraints"]}
-    # The newest snapshot from before this bundle was asked for (a person's, or an earlier bundle's)
-    # is what it must hold at least: so a constraint a person retired is not expected any more.
-    expected = max(((at, ids) for at, ids in known_constraints if at < asked), key=lambda pair: pair[0])[1]
-    for cid in sorted(expected - have):
-        row.constraints_missing += 1
-        row.details.append(f"constraint {cid} missing from a bundle")
-    have_decisions = {r["id"] for r in bundle["decisions"]}
-    for rid, at in decisions.items():
-        if at < asked and rid not in have_decisions and not (rid in resolved and resolved[rid] < asked):
-            row.forgotten += 1
-            row.details.append(f"decision {rid} missing from a bundle")
-    have_approvals = {a["id"]: a["status"] for a in bundle["approvals"]}
-    for aid, at in approvals.items():
-        if at < asked and aid not in have_approvals:
-            row.forgotten += 1
-            row.details.append(f"approval {aid} missing from a bundle")
-    reviews = {m["id"]: m["review_status"] for m in bundle["milestones"]}
-    for at, done in decided:
-        if at >= asked:
-            continue
-        for aid, status in done["approvals"].items():
-            if have_approvals.get(aid) != status:
-                row.forgotten += 1
-                row.details.append(f"approval {aid} was {status}, a bundle said {have_approvals.get(aid)}")
-        for mid, status in done["milestones"].items():
-            if reviews.get(mid) != status:
-                row.forgotten += 1
-                row.details.append(f"milestone {mid} was {status}, a bundle said {reviews.get(mid)}")
