@@ -33,6 +33,14 @@ class StopReason(models.TextChoices):
 TERMINAL_STATUSES = (MissionStatus.CANCELLED, MissionStatus.COMPLETED)
 
 
+class MissionQuerySet(models.QuerySet):
+    def with_progress(self) -> "MissionQuerySet":
+        """Missions with what `Mission.progress` reads prefetched: a list costs two queries."""
+        return self.prefetch_related(
+            models.Prefetch("milestones", queryset=Milestone.objects.only("id", "mission_id", "kind", "review_status"))
+        )
+
+
 class Mission(Lifecycle):
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="missions")
     title = models.CharField(max_length=200)
@@ -57,6 +65,8 @@ class Mission(Lifecycle):
     state_version = models.PositiveBigIntegerField(default=0)
     purged_at = models.DateTimeField(null=True, blank=True)
 
+    objects = MissionQuerySet.as_manager()
+
     class Meta:
         ordering = ["-created_at", "-id"]
         indexes = [models.Index(fields=["owner", "-created_at"], name="mission_owner_newest")]
@@ -67,6 +77,25 @@ class Mission(Lifecycle):
     @property
     def is_terminal(self) -> bool:
         return self.status in TERMINAL_STATUSES
+
+    @property
+    def progress(self) -> dict[str, int]:
+        """Reads the milestones prefetched by `Mission.objects.with_progress()` when there are."""
+        if "milestones" in getattr(self, "_prefetched_objects_cache", {}):
+            return self.progress_of(self.milestones.all())
+        return self.progress_of(self.milestones.only("kind", "review_status"))
+
+    def progress_of(self, milestones) -> dict[str, int]:
+        """`approved` counts approved milestones; `planned` counts the planned milestones plus
+        each claimed milestone whose kind matches no planned entry (so duplicates cannot
+        inflate it). For callers that already hold the mission's milestones."""
+        planned = self.planned_milestones or []
+        planned_kinds = {m.get("kind") for m in planned}
+        approved = extra = 0
+        for milestone in milestones:
+            approved += milestone.review_status == ReviewStatus.APPROVED
+            extra += milestone.kind not in planned_kinds
+        return {"approved": approved, "planned": len(planned) + extra}
 
 
 class Run(models.Model):

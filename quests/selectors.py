@@ -8,7 +8,6 @@ from typing import Any
 from django.db.models import Count, Exists, Max, OuterRef, Prefetch, QuerySet, Subquery, Sum
 
 from checkpoints.models import Checkpoint, Operation, OperationStatus, Record
-from quests import serializers as ser
 from quests.models import (
     AgentToken,
     Approval,
@@ -109,7 +108,7 @@ def quest_card(mission: Mission) -> QuestCard:
         mission=mission,
         next_action=action,
         message=machine.message(mission, action, pending),
-        progress=ser.mission_progress(mission, len(approved), [m.kind for m in milestones]),
+        progress=mission.progress_of(milestones),
         badges=approved,
         step=next_step(mission, action),
     )
@@ -316,7 +315,7 @@ def mission_page(mission: Mission) -> MissionPage:
         tree=checkpoint_tree(checkpoints, mission.head_checkpoint_id),
         timeline=timeline(runs, checkpoints),
         operations=operations,
-        progress=ser.mission_progress(mission, len(approved), [m.kind for m in milestones]),
+        progress=mission.progress_of(milestones),
         badges=approved,
         restore_default=next((c for c in checkpoints if c.pk == mission.last_verified_checkpoint_id), checkpoints[0] if checkpoints else None),
         can={event: machine.can(mission, event) for event in ("pause", "unpause", "cancel", "restore")},

@@ -11,6 +11,7 @@ from ninja.errors import AuthenticationError, HttpError, ValidationError
 from ninja.parser import Parser
 
 from quests.api.auth import AgentTokenAuth, PersonSessionAuth
+from quests.api.schemas import JSON_VALUE, JSON_VALUE_MARKER, JSON_VALUE_REF
 from quests.services.errors import InvalidInput, ServiceError
 
 
@@ -63,6 +64,10 @@ class StorableJsonParser(Parser):
         # Python's json accepts NaN and Infinity, which are not JSON and which jsonb refuses:
         # raising here makes them a 400 malformed body instead of a 500 from the database.
         data = json.loads(request.body, parse_constant=_not_json, parse_float=_finite_float)
+        if data is None:
+            return {}  # `null` says "no body", as an empty one does (the optional run body)
+        if not isinstance(data, dict):
+            raise ServiceError("The request needs a JSON object body.", code="invalid")
         # Both kinds of unstorable text can only arrive as \u escapes: most bodies skip the walk.
         if b"\\u" in request.body:
             field = unstorable_text_at(data)
@@ -71,7 +76,28 @@ class StorableJsonParser(Parser):
         return data
 
 
-api = NinjaAPI(
+class QuestlogAPI(NinjaAPI):
+    def get_openapi_schema(self, *args: Any, **kwargs: Any):
+        schema = super().get_openapi_schema(*args, **kwargs)
+        # Referenced by every free-form object of a request body (quests.api.schemas.JsonObject).
+        schema["components"].setdefault("schemas", {})["JsonValue"] = JSON_VALUE
+        _replace_markers(schema)
+        return schema
+
+
+def _replace_markers(node: Any) -> None:
+    stack = [node]
+    while stack:
+        item = stack.pop()
+        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else ()
+        for key, child in (item.items() if isinstance(item, dict) else enumerate(children)):
+            if child == JSON_VALUE_MARKER:
+                item[key] = JSON_VALUE_REF
+            elif isinstance(child, (dict, list)):
+                stack.append(child)
+
+
+api = QuestlogAPI(
     title="Questlog agent API",
     version="1",
     description="Save states for long-running agents: checkpoint, resume, never repeat a side effect.",

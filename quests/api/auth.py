@@ -1,4 +1,5 @@
 from django.http import HttpRequest
+from ninja.errors import AuthenticationError
 from ninja.security import HttpBearer, SessionAuth
 
 from quests.services.audit import Actor
@@ -7,6 +8,17 @@ from quests.services.tokens import token_authenticate
 
 class AgentTokenAuth(HttpBearer):
     """`Authorization: Bearer <token>`: acts for the token's user, on one mission if it is limited."""
+
+    def __call__(self, request: HttpRequest):
+        # Credentials that are sent must be valid: falling back to a session cookie would let a
+        # revoked or mistyped token (or another scheme) act as whoever is signed in in the same
+        # browser. Without the header, the session is tried next.
+        if not request.headers.get(self.header):
+            return None
+        result = super().__call__(request)
+        if result is None:
+            raise AuthenticationError()
+        return result
 
     def authenticate(self, request: HttpRequest, token: str):
         agent_token = token_authenticate(token)

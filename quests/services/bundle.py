@@ -5,8 +5,8 @@ from typing import Any
 
 from checkpoints.models import DURABLE_RECORD_KINDS, Operation, OperationStatus
 from checkpoints.services import checkpoint_agent_state
-from quests import serializers as ser
 from quests.models import Mission, Run
+from quests.schemas import ResumeBundleOut
 from quests.services import machine
 from quests.services.memory import memory_for
 from quests.services.savestate import DURABLE_SECTIONS, live_records
@@ -20,13 +20,18 @@ OPERATION_GROUPS = {
 
 
 def resume_bundle(mission: Mission, *, for_new_run: bool = False) -> dict[str, Any]:
+    return bundle_schema(mission, for_new_run=for_new_run).model_dump()
+
+
+def bundle_schema(mission: Mission, *, for_new_run: bool = False) -> ResumeBundleOut:
+    """The bundle as its schema: the API returns it as is, without a second validation."""
     mission = Mission.objects.select_related("head_checkpoint", "last_verified_checkpoint").get(pk=mission.pk)
     operations: dict[str, list] = {group: [] for group in OPERATION_GROUPS.values()}
     for op in Operation.objects.filter(mission=mission).order_by("id"):
-        operations[OPERATION_GROUPS[op.status]].append(ser.operation_dict(op))
+        operations[OPERATION_GROUPS[op.status]].append(op)
     records: dict[str, list] = {section: [] for section in DURABLE_SECTIONS.values()}
     for record in live_records(mission).filter(kind__in=DURABLE_RECORD_KINDS).order_by("id"):
-        records[DURABLE_SECTIONS[record.kind]].append(ser.record_dict(record))
+        records[DURABLE_SECTIONS[record.kind]].append(record)
     milestones = list(mission.milestones.all())
     approvals = list(mission.approvals.all())
     active_run = Run.objects.filter(mission=mission, ended_at__isnull=True).first()
@@ -38,33 +43,18 @@ def resume_bundle(mission: Mission, *, for_new_run: bool = False) -> dict[str, A
     )
     action = machine.next_action(mission, pending, for_new_run=for_new_run)
     head = mission.head_checkpoint
-    verified = mission.last_verified_checkpoint
-    return {
-        "mission": {
-            "id": mission.pk, "title": mission.title, "objective": mission.objective, "status": mission.status,
-            "stop_reason": mission.stop_reason, "stop_detail": mission.stop_detail, "retry_at": ser.iso(mission.retry_at),
-        },
+    if head is not None:
+        head.agent_state = checkpoint_agent_state(head)
+    return ResumeBundleOut.from_orm({
+        "mission": mission,
         "next_action": action,
         "message": machine.message(mission, action, pending),
-        "checkpoint": None if head is None else {
-            "id": head.pk, "seq": head.seq, "hash": head.hash, "verified": head.verified, "trigger": head.trigger,
-            "created_at": ser.iso(head.created_at), "agent_state": checkpoint_agent_state(head),
-        },
-        "last_verified_checkpoint": None if verified is None else {"id": verified.pk, "seq": verified.seq, "hash": verified.hash},
-        "constraints": [
-            {"id": c.pk, "text": c.text, "source": c.source, "created_at": ser.iso(c.created_at)}
-            for c in mission.constraints.filter(retired_at__isnull=True).order_by("id")
-        ],
+        "checkpoint": head,
+        "last_verified_checkpoint": mission.last_verified_checkpoint,
+        "constraints": mission.constraints.filter(retired_at__isnull=True).order_by("id"),
         **records,
-        "milestones": [
-            {"id": m.pk, "kind": m.kind, "title": m.title, "review_status": m.review_status, "note": m.note, "gate": m.gate}
-            for m in milestones
-        ],
-        "approvals": [
-            {"id": a.pk, "action": a.action, "payload": a.payload, "reason": a.reason, "status": a.status,
-             "decided_payload": a.decided_payload, "note": a.note}
-            for a in approvals
-        ],
+        "milestones": milestones,
+        "approvals": approvals,
         "operations": operations,
-        "memory": [{"name": item.name, "value": item.value} for item in memory_for(mission.owner)],
-    }
+        "memory": memory_for(mission.owner),
+    })

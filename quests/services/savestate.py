@@ -7,8 +7,11 @@ from django.db.models import Max
 
 from checkpoints import compaction, services as storage
 from checkpoints.models import DURABLE_RECORD_KINDS, Checkpoint, Operation, Record, RecordKind
-from quests import serializers as ser
 from quests.models import Approval, Mission, Milestone, Run
+from quests.schemas import ApprovalOut, MilestoneOut, MissionSummaryOut, OperationOut, dump
+
+# The document leaves out when a row was made or last changed: only what the next run needs.
+TIMES = {"created_at", "updated_at", "reviewed_at", "decided_at"}
 
 DURABLE_SECTIONS = {
     RecordKind.DECISION: "decisions",
@@ -45,30 +48,14 @@ def state_document(mission: Mission) -> tuple[dict[str, Any], dict[str, Any], in
     notes = archived.kept_notes
     tool_outputs = list(live_records(mission).filter(kind=RecordKind.TOOL_OUTPUT).order_by("-id").values(*columns)[:keep])[::-1]
     doc: dict[str, Any] = {
-        "mission": {
-            "title": mission.title,
-            "objective": mission.objective,
-            "status": mission.status,
-            "stop_reason": mission.stop_reason,
-            "stop_detail": mission.stop_detail,
-            "retry_at": ser.iso(mission.retry_at),
-        },
+        "mission": dump(MissionSummaryOut, mission, exclude={"id"}),
         "constraints": list(mission.constraints.filter(retired_at__isnull=True).order_by("id").values("id", "text", "source")),
         "evidence": [_record_ref(r) for r in pinned if r["kind"] == RecordKind.EVIDENCE],
         "notes": [{"id": r.pk, "text": r.text} for r in notes],
         "tool_outputs": [_record_ref(r) for r in tool_outputs],
-        "milestones": [
-            {k: v for k, v in ser.milestone_dict(m).items() if k not in ("created_at", "reviewed_at")}
-            for m in Milestone.objects.filter(mission=mission)
-        ],
-        "approvals": [
-            {k: v for k, v in ser.approval_dict(a).items() if k not in ("created_at", "decided_at")}
-            for a in Approval.objects.filter(mission=mission)
-        ],
-        "operations": [
-            {k: v for k, v in ser.operation_dict(op).items() if k not in ("created_at", "updated_at")}
-            for op in Operation.objects.filter(mission=mission)
-        ],
+        "milestones": [dump(MilestoneOut, m, exclude=TIMES) for m in Milestone.objects.filter(mission=mission)],
+        "approvals": [dump(ApprovalOut, a, exclude=TIMES) for a in Approval.objects.filter(mission=mission)],
+        "operations": [dump(OperationOut, op, exclude=TIMES) for op in Operation.objects.filter(mission=mission)],
     }
     for kind, section in DURABLE_SECTIONS.items():
         doc[section] = [{"id": r["id"], "text": r["text"], "data": r["data"]} for r in pinned if r["kind"] == kind]
