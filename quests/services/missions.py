@@ -1,7 +1,5 @@
 """Missions, constraints and the people-only mission controls (pause, unpause, cancel, restore)."""
 
-from typing import Any
-
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
