@@ -56,10 +56,10 @@ class AuditMachine(RuleBasedStateMachine):
     def mission_id(self) -> int:
         return self.mission_ids[-1]
 
-    def attempt(self, action, *args, **kwargs) -> None:
+    def attempt(self, service, /, **kwargs) -> None:
         """Refusals (409, 422, 404…) are expected outcomes of random actions, not failures."""
         try:
-            action(*args, **kwargs)
+            service(**kwargs)
         except ServiceError:
             pass
 
@@ -101,6 +101,17 @@ class AuditMachine(RuleBasedStateMachine):
         run_id = self.run_id()
         if run_id:
             self.attempt(approvals.milestone_claim, actor=self.agent, run_id=run_id, kind="custom", title="Step", gate=gate)
+
+    @rule(end=st.sampled_from(["complete", "cancel"]))
+    def claim_then_end(self, end: str) -> None:
+        """The mission ends with a milestone still unreviewed: the case the pending rule is for."""
+        run_id = self.run_id()
+        if run_id:
+            self.attempt(approvals.milestone_claim, actor=self.agent, run_id=run_id, kind="custom", title="Loose end")
+            if end == "complete":
+                self.attempt(runs.run_stop, actor=self.agent, run_id=run_id, reason="completed")
+            else:
+                self.attempt(missions.mission_cancel, actor=self.person, mission_id=self.mission_id)
 
     @rule(key=st.sampled_from(["a", "b"]))
     def plan_operation(self, key: str) -> None:
