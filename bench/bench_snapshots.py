@@ -33,7 +33,7 @@ from checkpoints.models import Checkpoint, Record, SnapshotRequest  # noqa: E402
 from quests.models import Mission  # noqa: E402
 from quests.services import missions, operations, records, runs, snapshots  # noqa: E402
 from quests.services.audit import Actor  # noqa: E402
-from quests.services.runs import lock_mission  # noqa: E402
+from quests.services.locking import lock_mission  # noqa: E402
 from quests.services.savestate import state_document  # noqa: E402
 
 GOAL = 200.0  # snapshots/s for one worker, ~20 KB state

@@ -16,7 +16,6 @@ from checkpoints.models import DURABLE_RECORD_KINDS, Record, RecordKind
 from checkpoints.services import blobs_put
 
 PINNED_KINDS = frozenset(DURABLE_RECORD_KINDS)
-COMPACTED_KINDS = frozenset({RecordKind.NOTE, RecordKind.TOOL_OUTPUT})
 
 
 def preview(text: str, limit: int) -> str:
@@ -25,7 +24,7 @@ def preview(text: str, limit: int) -> str:
 
 
 def live_records(mission_id: int):
-    return Record.objects.filter(mission_id=mission_id, resolved=False, abandoned=False)
+    return Record.objects.live().filter(mission_id=mission_id)
 
 
 @dataclass(frozen=True)

@@ -101,6 +101,12 @@ class RecordKind(models.TextChoices):
 DURABLE_RECORD_KINDS = (RecordKind.DECISION, RecordKind.OPEN_QUESTION, RecordKind.BLOCKER, RecordKind.DEPENDENCY)
 
 
+class RecordQuerySet(models.QuerySet):
+    def live(self) -> "RecordQuerySet":
+        """Records the next run still sees: neither resolved nor set aside by a restore."""
+        return self.filter(resolved=False, abandoned=False)
+
+
 class Record(Lifecycle):
     mission = models.ForeignKey("quests.Mission", on_delete=models.CASCADE, related_name="records")
     run = models.ForeignKey("quests.Run", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
@@ -113,6 +119,8 @@ class Record(Lifecycle):
     resolved_by = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     abandoned = models.BooleanField(default=False)
     archived = models.BooleanField(default=False)
+
+    objects = RecordQuerySet.as_manager()
 
     class Meta:
         indexes = [
@@ -165,7 +173,10 @@ class Operation(Lifecycle):
 
     @property
     def is_terminal(self) -> bool:
-        return self.status == OperationStatus.COMPLETED
+        """Nothing more may be attempted: it completed, or it failed and said a retry is useless."""
+        return self.status == OperationStatus.COMPLETED or (
+            self.status == OperationStatus.FAILED and self.retryable is False
+        )
 
 
 class OperationEvent(Lifecycle):

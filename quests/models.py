@@ -199,6 +199,16 @@ class ReviewStatus(models.TextChoices):
     EXPIRED = "expired"
 
 
+class MilestoneQuerySet(models.QuerySet):
+    def awaiting_review(self) -> "MilestoneQuerySet":
+        """Milestones a person still has to review: unreviewed and not withdrawn from the inbox."""
+        return self.filter(review_status=ReviewStatus.PENDING_REVIEW, withdrawn=False)
+
+    def gates_awaiting_review(self) -> "MilestoneQuerySet":
+        """The ones that hold their mission until a person reviews them."""
+        return self.awaiting_review().filter(gate=True)
+
+
 class Milestone(Lifecycle):
     mission = models.ForeignKey(Mission, on_delete=models.CASCADE, related_name="milestones")
     run = models.ForeignKey(Run, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
@@ -215,11 +225,22 @@ class Milestone(Lifecycle):
     # Cancel or completion withdraws a pending milestone from the inbox without reviewing it.
     withdrawn = models.BooleanField(default=False)
 
+    objects = MilestoneQuerySet.as_manager()
+
     class Meta:
         ordering = ["id"]
 
     def __str__(self) -> str:
         return self.title
+
+    @property
+    def is_awaiting_review(self) -> bool:
+        """`Milestone.objects.awaiting_review()` for a row already in memory."""
+        return self.review_status == ReviewStatus.PENDING_REVIEW and not self.withdrawn
+
+    @property
+    def is_gate_awaiting_review(self) -> bool:
+        return self.gate and self.is_awaiting_review
 
 
 class MemoryProposal(Lifecycle):

@@ -57,10 +57,7 @@ class QuestCard:
 def _pending_from(mission: Mission, milestones: list[Milestone]) -> machine.Pending:
     return machine.Pending(
         approval_action=mission.pending_approval_action,
-        milestone_title=next(
-            (m.title for m in milestones if m.gate and m.review_status == ReviewStatus.PENDING_REVIEW and not m.withdrawn),
-            None,
-        ),
+        milestone_title=next((m.title for m in milestones if m.is_gate_awaiting_review), None),
         any_attempted=mission.any_attempted,
         run_number=mission.active_run_number,
     )

@@ -154,7 +154,7 @@ def observe_operation(request: HttpRequest, operation_id: int, body: ObserveIn):
 def request_approval(request: HttpRequest, run_id: int, body: ApprovalIn):
     approval, replayed = approvals.approval_request(
         actor=actor(request), run_id=run_id, action=body.action, payload=body.payload, reason=body.reason,
-        agent_state=body.agent_state, expires_at=body.expires_at, key=body.key,
+        agent_state=body.agent_state, respond_by=body.expires_at, key=body.key,
     )
     return created(approval, replayed)
 

@@ -11,10 +11,17 @@ from quests.models import Approval, ApprovalStatus, Milestone, MilestoneKind, Mi
 from quests.services import idempotency, machine
 from quests.services.access import get_for, require_person
 from quests.services.audit import SYSTEM, Actor, audit
-from quests.services.errors import Conflict, InvalidInput
+from quests.services.errors import InvalidInput
+from quests.services.locking import fence, lock_mission, lock_run
 from quests.services.missions import _pause, constraint_from_correction, has_pending
-from quests.services.runs import fence, lock_mission, lock_run, run_end
-from quests.services.savestate import state_changed, take_checkpoint
+from quests.services.runs import run_end
+from quests.services.savestate import take_checkpoint
+from quests.services.snapshots import state_changed
+
+# decision -> the status it gives the approval
+DECISIONS = {"approve": ApprovalStatus.APPROVED, "edit": ApprovalStatus.EDITED, "reject": ApprovalStatus.REJECTED}
+# review action -> the review status it gives the milestone (`pause` leaves it pending)
+REVIEWS = {"approve": ReviewStatus.APPROVED, "correct": ReviewStatus.CORRECTED}
 
 
 def settle(mission: Mission, *, actor: Actor) -> None:
@@ -31,20 +38,21 @@ def approval_request(
     payload: dict[str, Any],
     reason: str,
     agent_state: dict[str, Any] | None = None,
-    expires_at: datetime | None = None,
+    respond_by: datetime | None = None,
     key: str | None = None,
 ) -> tuple[Approval, bool]:
     """The agent asks a person; its run ends `waiting_for_approval` and a checkpoint holds the
     agent's state, so tomorrow's run resumes the same mission, knowing why it asked."""
     with transaction.atomic():
         run, mission = lock_run(actor, run_id)
-        body = {"action": action, "payload": payload, "reason": reason, "agent_state": agent_state, "expires_at": expires_at}
+        # The request body as the agent sent it (the API calls the deadline `expires_at`).
+        body = {"action": action, "payload": payload, "reason": reason, "agent_state": agent_state, "expires_at": respond_by}
         scope = f"m{mission.pk}:approvals"
         replayed = idempotency.replayed_id(owner=mission.owner, scope=scope, key=key, body=body)
         if replayed is not None:
             return Approval.objects.get(pk=replayed), True
         fence(run)
-        approval = Approval.objects.create(mission=mission, run=run, action=action, payload=payload, reason=reason, respond_by=expires_at)
+        approval = Approval.objects.create(mission=mission, run=run, action=action, payload=payload, reason=reason, respond_by=respond_by)
         audit(actor=actor, mission=mission, entity="approval", entity_id=approval.pk, action="request", to_state="pending")
         run_end(
             mission, run, event="await_approval", to=MissionStatus.WAITING_FOR_APPROVAL,
@@ -67,32 +75,29 @@ def approval_decide(
         # Two people deciding at once: the mission lock serialises them, and the second one
         # sees a decided approval here and gets 409.
         approval.refresh_from_db()
-        if approval.status != ApprovalStatus.PENDING:
-            raise Conflict(f"This approval was already {approval.status}.", code="invalid_transition", status=approval.status)
+        machine.require(approval, "approve")
+        if decision not in DECISIONS:
+            raise InvalidInput("decision must be approve, reject or edit.", field="decision")
         if decision == "edit":
             if not isinstance(payload, dict):
                 raise InvalidInput("Edit and approve needs the changed payload as a JSON object.", field="payload")
             approval.decided_payload = payload
-            approval.status = ApprovalStatus.EDITED
         elif decision == "approve":
             approval.decided_payload = approval.payload
-            approval.status = ApprovalStatus.APPROVED
-        elif decision == "reject":
-            approval.status = ApprovalStatus.REJECTED
-        else:
-            raise InvalidInput("decision must be approve, reject or edit.", field="decision")
         approval.note = note or ""
         approval.decided_at = timezone.now()
         approval.decided_by = actor.user
-        approval.save(update_fields=["status", "decided_payload", "note", "decided_at", "decided_by"])
-        audit(actor=actor, mission=mission, entity="approval", entity_id=approval.pk, action=decision, from_state="pending", to_state=approval.status)
+        machine.move(
+            approval, event=decision, to=DECISIONS[decision], actor=actor, mission=mission,
+            fields=("decided_payload", "note", "decided_at", "decided_by"),
+        )
         settle(mission, actor=actor)
         state_changed(mission)
         return approval
 
 
 def approvals_expire_due(now: datetime | None = None) -> int:
-    """Approvals past their `expires_at` become `expired`; their missions become ready."""
+    """Approvals past their `respond_by` deadline become `expired`; their missions become ready."""
     now = now or timezone.now()
     count = 0
     due = Approval.objects.filter(status=ApprovalStatus.PENDING, respond_by__lte=now).values_list("pk", "mission_id")
@@ -102,10 +107,8 @@ def approvals_expire_due(now: datetime | None = None) -> int:
             approval = Approval.objects.get(pk=approval_id)
             if approval.status != ApprovalStatus.PENDING:
                 continue
-            approval.status = ApprovalStatus.EXPIRED
             approval.decided_at = now
-            approval.save(update_fields=["status", "decided_at"])
-            audit(actor=SYSTEM, mission=mission, entity="approval", entity_id=approval.pk, action="expire", from_state="pending", to_state="expired")
+            machine.move(approval, event="expire", to=ApprovalStatus.EXPIRED, actor=SYSTEM, mission=mission, fields=("decided_at",))
             settle(mission, actor=SYSTEM)
             state_changed(mission)
             count += 1
@@ -159,27 +162,25 @@ def milestone_review(*, actor: Actor, milestone_id: int, action: str, note: str 
         milestone = get_for(actor, Milestone, milestone_id)
         mission = lock_mission(milestone.mission_id)
         milestone.refresh_from_db()
-        if milestone.review_status != ReviewStatus.PENDING_REVIEW:
-            raise Conflict(f"This milestone was already {milestone.review_status.replace('_', ' ')}.", code="invalid_transition", status=milestone.review_status)
+        machine.require(milestone, "approve")
         if action == "pause":
             _pause(mission, actor=actor)
             return milestone
+        if action not in REVIEWS:
+            raise InvalidInput("action must be approve, correct or pause.", field="action")
         if action == "correct":
             if not (note or "").strip():
                 raise InvalidInput("A correction needs a note: it becomes a constraint the agent must follow.", field="note")
-            milestone.review_status = ReviewStatus.CORRECTED
             constraint_from_correction(mission, note=note.strip(), actor=actor)
-        elif action == "approve":
-            milestone.review_status = ReviewStatus.APPROVED
-            if milestone.checkpoint_id:
-                _verify(mission, milestone.checkpoint_id)
-        else:
-            raise InvalidInput("action must be approve, correct or pause.", field="action")
+        elif milestone.checkpoint_id:
+            _verify(mission, milestone.checkpoint_id)
         milestone.note = note or ""
         milestone.reviewed_at = timezone.now()
         milestone.reviewed_by = actor.user
-        milestone.save(update_fields=["review_status", "note", "reviewed_at", "reviewed_by"])
-        audit(actor=actor, mission=mission, entity="milestone", entity_id=milestone.pk, action=action, from_state="pending_review", to_state=milestone.review_status)
+        machine.move(
+            milestone, event=action, to=REVIEWS[action], actor=actor, mission=mission,
+            fields=("note", "reviewed_at", "reviewed_by"),
+        )
         settle(mission, actor=actor)
         state_changed(mission)
         return milestone

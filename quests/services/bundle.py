@@ -3,13 +3,13 @@ constraints, unresolved records, the ledger), never on how long the history is."
 
 from typing import Any
 
-from checkpoints.models import DURABLE_RECORD_KINDS, Operation, OperationStatus
+from checkpoints.models import DURABLE_RECORD_KINDS, Operation, OperationStatus, Record
 from checkpoints.services import checkpoint_agent_state
 from quests.models import Mission, Run
 from quests.schemas import ResumeBundleOut
 from quests.services import machine
 from quests.services.memory import memory_for
-from quests.services.savestate import DURABLE_SECTIONS, live_records
+from quests.services.savestate import DURABLE_SECTIONS
 
 OPERATION_GROUPS = {
     OperationStatus.COMPLETED: "completed",
@@ -30,14 +30,14 @@ def bundle_schema(mission: Mission, *, for_new_run: bool = False) -> ResumeBundl
     for op in Operation.objects.filter(mission=mission).order_by("id"):
         operations[OPERATION_GROUPS[op.status]].append(op)
     records: dict[str, list] = {section: [] for section in DURABLE_SECTIONS.values()}
-    for record in live_records(mission).filter(kind__in=DURABLE_RECORD_KINDS).order_by("id"):
+    for record in Record.objects.live().filter(mission=mission, kind__in=DURABLE_RECORD_KINDS).order_by("id"):
         records[DURABLE_SECTIONS[record.kind]].append(record)
     milestones = list(mission.milestones.all())
     approvals = list(mission.approvals.all())
     active_run = Run.objects.filter(mission=mission, ended_at__isnull=True).first()
     pending = machine.Pending(
         approval_action=next((a.action for a in approvals if a.status == "pending"), None),
-        milestone_title=next((m.title for m in milestones if m.gate and m.review_status == "pending_review" and not m.withdrawn), None),
+        milestone_title=next((m.title for m in milestones if m.is_gate_awaiting_review), None),
         any_attempted=bool(operations["to_reconcile"]),
         run_number=active_run.number if active_run else None,
     )

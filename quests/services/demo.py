@@ -3,6 +3,7 @@
 from django.contrib.auth import get_user_model
 from django.db import transaction
 
+from quests.services import approvals, missions, operations, records, runs
 from quests.services.audit import Actor
 
 DEMO_USERNAME = "demo"
@@ -13,8 +14,6 @@ def seed_demo() -> tuple[str, str] | None:
     User = get_user_model()
     if User.objects.exists():
         return None
-    from quests.services import approvals, missions, operations, records, runs
-
     with transaction.atomic():
         user = User.objects.create_user(DEMO_USERNAME, password=DEMO_PASSWORD)
         person = Actor(user=user)

@@ -1,6 +1,4 @@
-from django.db.models import Q
-
-from quests.models import Approval, ApprovalStatus, Milestone, ReviewStatus
+from quests.models import Approval, ApprovalStatus, Milestone
 
 
 def inbox_approvals(user):
@@ -9,7 +7,7 @@ def inbox_approvals(user):
 
 def inbox_milestones(user):
     """Gate milestones wait on a person; others are reviewable too but do not block."""
-    return Milestone.objects.filter(mission__owner=user, review_status=ReviewStatus.PENDING_REVIEW, withdrawn=False)
+    return Milestone.objects.awaiting_review().filter(mission__owner=user)
 
 
 def inbox_count(user) -> int:

@@ -1,17 +1,36 @@
-"""The mission state machine: the one table of allowed transitions, the one function that applies
-them (with its audit event), and the next action / plain-language message that follow from state."""
+"""Every status change in one place: a table of allowed transitions per entity (mission, run,
+approval, milestone, operation, memory proposal), the functions that apply them — each saving the
+row and writing its audit event in the caller's transaction — and the next action / plain-language
+message that follow from a mission's state."""
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
+from django.db.models import Model
 from django.utils import timezone
 
-from quests.models import Mission, MissionStatus as S, StopReason
+from checkpoints.models import Operation, OperationStatus as O
+from quests.models import (
+    Approval,
+    ApprovalStatus as A,
+    MemoryProposal,
+    Milestone,
+    Mission,
+    MissionStatus as S,
+    ReviewStatus as R,
+    Run,
+    StopReason,
+)
 from quests.services.audit import Actor, audit
 from quests.services.errors import Conflict
+from quests.retention.services.expiry import retention_mission_ended
+
+Moves = dict[str, tuple[frozenset[str], frozenset[str]]]
 
 # event -> (statuses it may start from, statuses it may lead to)
-TRANSITIONS: dict[str, tuple[frozenset[str], frozenset[str]]] = {
+TRANSITIONS: Moves = {
     "start_run": (frozenset({S.READY, S.BLOCKED}), frozenset({S.RUNNING})),
     "interrupt": (frozenset({S.RUNNING}), frozenset({S.READY})),
     "await_approval": (frozenset({S.RUNNING}), frozenset({S.WAITING_FOR_APPROVAL})),
@@ -28,6 +47,150 @@ TRANSITIONS: dict[str, tuple[frozenset[str], frozenset[str]]] = {
     "restore": (frozenset({S.READY, S.WAITING_FOR_APPROVAL, S.BLOCKED, S.PAUSED, S.FAILED}), frozenset({S.READY})),
 }
 
+# A run is `active` until it ends; then its state is the reason it stopped.
+RUN_ACTIVE = "active"
+RUN_TRANSITIONS: Moves = {"end": (frozenset({RUN_ACTIVE}), frozenset(StopReason.values))}
+
+APPROVAL_TRANSITIONS: Moves = {
+    "approve": (frozenset({A.PENDING}), frozenset({A.APPROVED})),
+    "edit": (frozenset({A.PENDING}), frozenset({A.EDITED})),
+    "reject": (frozenset({A.PENDING}), frozenset({A.REJECTED})),
+    "expire": (frozenset({A.PENDING}), frozenset({A.EXPIRED})),
+}
+
+# `withdrawn` is a state of the machine, not a review status: the row keeps `pending_review` and
+# only leaves the inbox. A withdrawn milestone can still be reviewed from its mission's page.
+MILESTONE_WITHDRAWN = "withdrawn"
+_UNREVIEWED = frozenset({R.PENDING_REVIEW, MILESTONE_WITHDRAWN})
+MILESTONE_TRANSITIONS: Moves = {
+    "approve": (_UNREVIEWED, frozenset({R.APPROVED})),
+    "correct": (_UNREVIEWED, frozenset({R.CORRECTED})),
+    # Reviewing with `pause` pauses the mission and leaves the milestone as it is.
+    "pause": (_UNREVIEWED, frozenset()),
+    "withdraw": (frozenset({R.PENDING_REVIEW}), frozenset({MILESTONE_WITHDRAWN})),
+    "expire": (frozenset({R.PENDING_REVIEW}), frozenset({R.EXPIRED})),
+}
+
+# Whether a failed operation may be attempted again depends on its `retryable` flag, not on its
+# status: `Operation.is_terminal` says so, and operation_attempt asks it first.
+_OPEN_OPERATION = frozenset({O.PLANNED, O.ATTEMPTED, O.FAILED})
+OPERATION_TRANSITIONS: Moves = {
+    "attempt": (_OPEN_OPERATION, frozenset({O.ATTEMPTED})),
+    # A receipt is accepted even after a failure: the truth about the outside world wins.
+    "complete": (_OPEN_OPERATION, frozenset({O.COMPLETED})),
+    "fail": (_OPEN_OPERATION, frozenset({O.FAILED})),
+}
+
+_P = MemoryProposal.Status
+MEMORY_PROPOSAL_TRANSITIONS: Moves = {
+    "approve": (frozenset({_P.PENDING}), frozenset({_P.APPROVED})),
+    "decline": (frozenset({_P.PENDING}), frozenset({_P.DECLINED})),
+}
+
+OPERATION_REFUSALS = {
+    ("completed", "attempt"): "This operation is completed; it must not be attempted again.",
+    ("completed", "complete"): (
+        "This operation is already completed with a different receipt; report later changes with observe."
+    ),
+    ("completed", "fail"): "This operation is completed; a failure cannot be recorded over its receipt.",
+}
+
+
+@dataclass(frozen=True)
+class Table:
+    """How one entity's status is read, written and refused."""
+
+    entity: str
+    moves: Moves
+    state: Callable[[Any], str]
+    apply: Callable[[Any, str], list[str]]
+    refusal: Callable[[str, str], str]
+
+
+def _field(name: str) -> Callable[[Any, str], list[str]]:
+    def apply(row: Any, to: str) -> list[str]:
+        setattr(row, name, to)
+        return [name]
+
+    return apply
+
+
+def _milestone_state(milestone: Milestone) -> str:
+    if milestone.review_status == R.PENDING_REVIEW and milestone.withdrawn:
+        return MILESTONE_WITHDRAWN
+    return milestone.review_status
+
+
+def _milestone_apply(milestone: Milestone, to: str) -> list[str]:
+    if to == MILESTONE_WITHDRAWN:
+        milestone.withdrawn = True
+        return ["withdrawn"]
+    milestone.review_status = to
+    return ["review_status"]
+
+
+def _run_apply(run: Run, to: str) -> list[str]:
+    run.ended_at = timezone.now()
+    run.stop_reason = to
+    return ["ended_at", "stop_reason"]
+
+
+def _already(noun: str) -> Callable[[str, str], str]:
+    return lambda state, event: f"This {noun} was already {state.replace('_', ' ')}."
+
+
+TABLES: dict[type[Model], Table] = {
+    Run: Table(
+        "run", RUN_TRANSITIONS, lambda run: RUN_ACTIVE if run.ended_at is None else str(run.stop_reason), _run_apply,
+        lambda state, event: "This run has already ended.",
+    ),
+    Approval: Table("approval", APPROVAL_TRANSITIONS, lambda a: a.status, _field("status"), _already("approval")),
+    Milestone: Table("milestone", MILESTONE_TRANSITIONS, _milestone_state, _milestone_apply, _already("milestone")),
+    Operation: Table(
+        "operation", OPERATION_TRANSITIONS, lambda op: op.status, _field("status"),
+        lambda state, event: OPERATION_REFUSALS.get((state, event), f"A {state} operation cannot {event}."),
+    ),
+    MemoryProposal: Table(
+        "memory_proposal", MEMORY_PROPOSAL_TRANSITIONS, lambda p: p.status, _field("status"), _already("proposal")
+    ),
+}
+
+
+def _check(moves: Moves, state: str, event: str, to: str | None, message: Callable[[str, str], str]) -> None:
+    """The one check every status change passes: 409 `invalid_transition` unless the table allows it."""
+    froms, tos = moves[event]
+    if state not in froms or (to is not None and to not in tos):
+        raise Conflict(message(state, event), code="invalid_transition", status=state)
+
+
+def state_of(row: Model) -> str:
+    """The row's state as its table (and its audit events) name it."""
+    return row.status if isinstance(row, Mission) else TABLES[type(row)].state(row)
+
+
+def require(row: Model, event: str) -> None:
+    """Refuse early, before any other check, when the row's state does not allow the event."""
+    table = TABLES[type(row)]
+    _check(table.moves, table.state(row), event, None, table.refusal)
+
+
+def move(
+    row: Model, *, event: str, to: str, actor: Actor, mission: Mission | None, fields: tuple[str, ...] = (), **data: Any
+) -> None:
+    """Apply one transition to a run, approval, milestone, operation or memory proposal whose
+    mission the caller holds locked: check it, save the row (with `fields` the caller changed
+    alongside) and write its audit event."""
+    table = TABLES[type(row)]
+    previous = table.state(row)
+    _check(table.moves, previous, event, to, table.refusal)
+    changed = table.apply(row, to)
+    row.save(update_fields=[*changed, *fields])
+    audit(
+        actor=actor, mission=mission, entity=table.entity, entity_id=row.pk, action=event,
+        from_state=previous, to_state=to, **data,
+    )
+
+
 # How a run's stop reason moves the mission (the stop call and the people-only actions).
 STOP_EVENTS: dict[str, tuple[str, str]] = {
     StopReason.BLOCKED_EXTERNAL: ("stop_blocked", S.BLOCKED),
@@ -36,6 +199,10 @@ STOP_EVENTS: dict[str, tuple[str, str]] = {
 }
 
 NOT_STARTABLE = frozenset({S.WAITING_FOR_APPROVAL, S.PAUSED, S.FAILED, S.CANCELLED, S.COMPLETED})
+
+
+def _mission_refusal(state: str, event: str) -> str:
+    return f"A mission that is {state.replace('_', ' ')} cannot {event.replace('_', ' ')}."
 
 
 def can(mission: Mission, event: str) -> bool:
@@ -53,13 +220,7 @@ def transition(
     retry_at: datetime | None = None,
 ) -> None:
     """Apply one transition to a mission whose row the caller holds locked."""
-    froms, tos = TRANSITIONS[event]
-    if mission.status not in froms or to not in tos:
-        raise Conflict(
-            f"A mission that is {mission.status.replace('_', ' ')} cannot {event.replace('_', ' ')}.",
-            code="invalid_transition",
-            status=mission.status,
-        )
+    _check(TRANSITIONS, mission.status, event, to, _mission_refusal)
     previous = mission.status
     mission.status = to
     fields = ["status", "updated_at", "state_version"]
@@ -72,8 +233,6 @@ def transition(
         mission.ended_at = timezone.now()
         fields.append("ended_at")
         # The one place missions end: from here their working state starts to expire.
-        from quests.retention.services.expiry import retention_mission_ended
-
         fields += retention_mission_ended(mission)
     mission.state_version += 1
     mission.save(update_fields=fields)

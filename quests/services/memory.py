@@ -3,15 +3,16 @@
 from datetime import timedelta
 
 from django.db import transaction
+from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from checkpoints.models import RetentionPolicy
 from quests.models import MemoryItem, MemoryProposal
-from quests.services import idempotency
+from quests.services import idempotency, machine
 from quests.services.access import get_for, require_person
 from quests.services.audit import Actor, audit
-from quests.services.errors import Conflict, InvalidInput
-from quests.services.runs import fence, lock_run
+from quests.services.errors import InvalidInput
+from quests.services.locking import fence, lock_run
 
 
 def memory_propose(*, actor: Actor, run_id: int, name: str, value: str, reason: str, key: str | None = None) -> tuple[MemoryProposal, bool]:
@@ -33,23 +34,19 @@ def memory_decide(*, actor: Actor, proposal_id: int, decision: str) -> MemoryPro
     with transaction.atomic():
         require_person(actor)
         proposal = get_for(actor, MemoryProposal, proposal_id, for_update=True)
-        if proposal.status != MemoryProposal.Status.PENDING:
-            raise Conflict(f"This proposal was already {proposal.status}.", code="invalid_transition", status=proposal.status)
+        machine.require(proposal, "approve")
+        if decision not in machine.MEMORY_PROPOSAL_TRANSITIONS:
+            raise InvalidInput("decision must be approve or decline.", field="decision")
         now = timezone.now()
         if decision == "approve":
-            proposal.status = MemoryProposal.Status.APPROVED
             MemoryItem.objects.create(
                 owner=proposal.owner, name=proposal.name, value=proposal.value, source_mission=proposal.mission,
                 proposal=proposal, approved_at=now, retention_approved_at=now,
                 expires_at=now + timedelta(days=RetentionPolicy.current().memory_max_days),
             )
-        elif decision == "decline":
-            proposal.status = MemoryProposal.Status.DECLINED
-        else:
-            raise InvalidInput("decision must be approve or decline.", field="decision")
         proposal.decided_at = now
-        proposal.save(update_fields=["status", "decided_at"])
-        audit(actor=actor, mission=proposal.mission, entity="memory_proposal", entity_id=proposal.pk, action=decision, from_state="pending", to_state=proposal.status)
+        to = MemoryProposal.Status.APPROVED if decision == "approve" else MemoryProposal.Status.DECLINED
+        machine.move(proposal, event=decision, to=to, actor=actor, mission=proposal.mission, fields=("decided_at",))
         return proposal
 
 
@@ -72,8 +69,6 @@ def memory_renew(*, actor: Actor, item_id: int) -> MemoryItem:
         return item
 
 
-def memory_for(user):
+def memory_for(user) -> QuerySet[MemoryItem]:
     now = timezone.now()
-    from django.db.models import Q
-
     return MemoryItem.objects.filter(owner=user).filter(Q(expires_at__isnull=True) | Q(expires_at__gt=now))

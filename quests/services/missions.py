@@ -1,29 +1,18 @@
 """Missions, constraints and the people-only mission controls (pause, unpause, cancel, restore)."""
 
-from typing import Any
-
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from checkpoints.models import DURABLE_RECORD_KINDS, Checkpoint, Record
-from quests.models import (
-    Approval,
-    ApprovalStatus,
-    Constraint,
-    ConstraintSource,
-    Milestone,
-    MilestoneKind,
-    Mission,
-    MissionStatus,
-    ReviewStatus,
-    StopReason,
-)
-from quests.services import idempotency, machine
+from checkpoints.services import checkpoint_agent_state, parts_get
+from quests.models import ApprovalStatus, Constraint, ConstraintSource, MilestoneKind, Mission, MissionStatus, StopReason
+from quests.services import idempotency, machine, pending
 from quests.services.access import get_for, require_person
 from quests.services.audit import Actor, audit
-from quests.services.errors import Conflict, Forbidden, InvalidInput
-from quests.services.runs import lock_mission, run_end
-from quests.services.savestate import state_changed, take_checkpoint
+from quests.services.errors import Conflict, Forbidden, InvalidInput, NotFound
+from quests.services.runs import run_end
+from quests.services.savestate import take_checkpoint
+from quests.services.snapshots import state_changed
 
 
 def mission_create(
@@ -92,8 +81,6 @@ def _locked_constraint(actor: Actor, mission_id: int, constraint_id: int) -> tup
     mission = get_for(actor, Mission, mission_id, for_update=True)
     constraint = Constraint.objects.filter(mission=mission, pk=constraint_id).first()
     if constraint is None:
-        from quests.services.errors import NotFound
-
         raise NotFound(f"No constraint with id {constraint_id} on this mission.")
     return mission, constraint
 
@@ -143,7 +130,7 @@ def has_pending(mission: Mission) -> bool:
     """Whether a person still has to act: a pending approval or an unreviewed gate milestone."""
     return (
         mission.approvals.filter(status=ApprovalStatus.PENDING).exists()
-        or mission.milestones.filter(gate=True, review_status=ReviewStatus.PENDING_REVIEW, withdrawn=False).exists()
+        or mission.milestones.gates_awaiting_review().exists()
     )
 
 
@@ -165,10 +152,8 @@ def mission_cancel(*, actor: Actor, mission_id: int) -> Mission:
         if active is not None:
             run_end(mission, active, event="cancel", to=MissionStatus.CANCELLED, stop_reason=StopReason.CANCELLED_BY_USER, actor=actor, detail="Cancelled by you.")
         else:
-            from quests.services.runs import withdraw_pending
-
             machine.transition(mission, event="cancel", to=MissionStatus.CANCELLED, actor=actor, stop_reason=StopReason.CANCELLED_BY_USER, detail="Cancelled by you.")
-            withdraw_pending(mission, actor=actor)
+            pending.pending_end(mission, actor=actor, because=pending.ENDED)
             take_checkpoint(mission, trigger="stop")
         state_changed(mission)
         return mission
@@ -202,11 +187,9 @@ def mission_restore(*, actor: Actor, mission_id: int, checkpoint_id: int) -> tup
         )
         durable.filter(pk__in=kept_ids, resolved=True).update(resolved=False, resolved_by=None)
         durable.exclude(pk__in=kept_ids).filter(resolved=False).update(resolved=True)
-        _expire_pending(mission, actor=actor)
+        pending.pending_end(mission, actor=actor, because=pending.RESTORED)
         machine.transition(mission, event="restore", to=MissionStatus.READY, actor=actor)
         mission.head_checkpoint = target
-        from checkpoints.services import checkpoint_agent_state
-
         checkpoint = take_checkpoint(mission, trigger="restore", agent_state=checkpoint_agent_state(target), note=f"Restored from #{target.seq}")
         audit(
             actor=actor, mission=mission, entity="checkpoint", entity_id=checkpoint.pk, action="restore",
@@ -217,8 +200,6 @@ def mission_restore(*, actor: Actor, mission_id: int, checkpoint_id: int) -> tup
 
 
 def _record_ids_in(checkpoint: Checkpoint) -> set[int]:
-    from checkpoints.services import parts_get
-
     state = parts_get(checkpoint.state_refs)
     ids: set[int] = set()
     for section, items in state.items():
@@ -227,19 +208,7 @@ def _record_ids_in(checkpoint: Checkpoint) -> set[int]:
     return ids
 
 
-def _expire_pending(mission: Mission, *, actor: Actor) -> None:
-    for approval in mission.approvals.filter(status=ApprovalStatus.PENDING):
-        approval.status = ApprovalStatus.EXPIRED
-        approval.decided_at = timezone.now()
-        approval.save(update_fields=["status", "decided_at"])
-        audit(actor=actor, mission=mission, entity="approval", entity_id=approval.pk, action="expire", from_state="pending", to_state="expired")
-    for milestone in mission.milestones.filter(gate=True, review_status=ReviewStatus.PENDING_REVIEW, withdrawn=False):
-        milestone.review_status = ReviewStatus.EXPIRED
-        milestone.save(update_fields=["review_status"])
-        audit(actor=actor, mission=mission, entity="milestone", entity_id=milestone.pk, action="expire", from_state="pending_review", to_state="expired")
-
-
 __all__ = [
     "mission_create", "constraint_add", "constraint_retire", "constraint_edit", "constraint_from_correction",
-    "mission_pause", "mission_unpause", "mission_cancel", "mission_restore", "has_pending", "lock_mission",
+    "mission_pause", "mission_unpause", "mission_cancel", "mission_restore", "has_pending",
 ]

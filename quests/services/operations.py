@@ -8,12 +8,12 @@ from django.db import transaction
 from checkpoints.models import Operation, OperationEvent, OperationStatus as O
 from checkpoints.services import canonical_json, sha256_hex
 from quests.models import Mission
-from quests.services import idempotency
+from quests.services import idempotency, machine
 from quests.services.access import get_for
 from quests.services.audit import Actor, audit
 from quests.services.errors import Conflict, InvalidInput, run_ended
-from quests.services.runs import fence, lock_mission, lock_run
-from quests.services.savestate import state_changed
+from quests.services.locking import fence, lock_mission, lock_run
+from quests.services.snapshots import state_changed
 
 
 def _hash(value: Any) -> str:
@@ -58,10 +58,7 @@ def _event(op: Operation, event: str, **fields: Any) -> None:
 
 
 def _move(op: Operation, mission: Mission, *, actor: Actor, to: str, action: str, fields: list[str]) -> Operation:
-    previous = op.status
-    op.status = to
-    op.save(update_fields=["status", "updated_at", *fields])
-    audit(actor=actor, mission=mission, entity="operation", entity_id=op.pk, action=action, from_state=previous, to_state=to, key=op.key)
+    machine.move(op, event=action, to=to, actor=actor, mission=mission, fields=("updated_at", *fields), key=op.key)
     state_changed(mission)
     return op
 
@@ -69,10 +66,10 @@ def _move(op: Operation, mission: Mission, *, actor: Actor, to: str, action: str
 def operation_attempt(*, actor: Actor, operation_id: int) -> Operation:
     with transaction.atomic():
         op, mission = _locked_operation(actor, operation_id)
-        if op.status == O.COMPLETED:
-            raise Conflict("This operation is completed; it must not be attempted again.", code="invalid_transition", status=op.status)
-        if op.status == O.FAILED and op.retryable is False:
-            raise Conflict("This operation failed for good; plan a new one to try something else.", code="invalid_transition", status=op.status)
+        if op.is_terminal:
+            if op.status == O.FAILED:
+                raise Conflict("This operation failed for good; plan a new one to try something else.", code="invalid_transition", status=op.status)
+            machine.require(op, "attempt")
         active = mission.runs.filter(ended_at__isnull=True).first()
         if active is None:
             last = mission.runs.order_by("-number").first()
@@ -97,10 +94,7 @@ def operation_complete(
         if op.status == O.COMPLETED:
             if op.completion_hash == completion_hash:
                 return op  # the same receipt again: a no-op
-            raise Conflict(
-                "This operation is already completed with a different receipt; report later changes with observe.",
-                code="invalid_transition", status=op.status,
-            )
+            machine.require(op, "complete")
         op.external_id = external_id
         op.external_status = external_status
         op.receipt = receipt
@@ -113,8 +107,7 @@ def operation_complete(
 def operation_fail(*, actor: Actor, operation_id: int, error: str, retryable: bool) -> Operation:
     with transaction.atomic():
         op, mission = _locked_operation(actor, operation_id)
-        if op.status == O.COMPLETED:
-            raise Conflict("This operation is completed; a failure cannot be recorded over its receipt.", code="invalid_transition", status=op.status)
+        machine.require(op, "fail")
         op.error = error
         op.retryable = retryable
         _event(op, "failed", error=error)
@@ -131,6 +124,10 @@ def operation_observe(*, actor: Actor, operation_id: int, external_status: str, 
             op.receipt = receipt
         op.save(update_fields=["external_status", "receipt", "updated_at"])
         _event(op, "observed", external_status=external_status, receipt=receipt)
-        audit(actor=actor, mission=mission, entity="operation", entity_id=op.pk, action="observe", from_state=previous, to_state=external_status, key=op.key)
+        # Not a status change: the audit states stay the operation's own, the external ones go in the data.
+        audit(
+            actor=actor, mission=mission, entity="operation", entity_id=op.pk, action="observe", from_state=op.status,
+            to_state=op.status, key=op.key, external_status_from=previous, external_status=external_status,
+        )
         state_changed(mission)
         return op

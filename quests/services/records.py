@@ -10,8 +10,9 @@ from checkpoints.services import blob_put
 from quests.services import idempotency
 from quests.services.audit import Actor
 from quests.services.errors import InvalidInput
-from quests.services.runs import fence, lock_run
-from quests.services.savestate import state_changed, take_checkpoint
+from quests.services.locking import fence, lock_run
+from quests.services.savestate import take_checkpoint
+from quests.services.snapshots import state_changed
 
 
 def checkpoint_create(

@@ -7,34 +7,13 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from quests.models import Approval, ApprovalStatus, Milestone, Mission, MissionStatus, ReviewStatus, Run, StopReason
-from quests.services import idempotency, machine
+from quests.models import Mission, MissionStatus, Run, StopReason
+from quests.services import idempotency, machine, pending
 from quests.services.access import get_for
 from quests.services.audit import SYSTEM, Actor, audit
 from quests.services.errors import Conflict, run_ended
+from quests.services.locking import fence, lock_mission, lock_run
 from quests.services.savestate import take_checkpoint
-
-
-def lock_mission(mission_id: int) -> Mission:
-    # Every change to a mission's save state holds its row lock: writes to one mission are
-    # serialised, so sequence numbers, fencing checks and idempotency lookups never race.
-    return Mission.objects.select_for_update().get(pk=mission_id)
-
-
-def lock_run(actor: Actor, run_id: int) -> tuple[Run, Mission]:
-    """The run (re-read under its mission's lock, so `ended_at` is current) and its mission."""
-    run = get_for(actor, Run, run_id)
-    mission = lock_mission(run.mission_id)
-    run.refresh_from_db()
-    return run, mission
-
-
-def fence(run: Run) -> None:
-    """Refuse writes from an ended run; refresh the heartbeat of an active one."""
-    if run.ended_at is not None:
-        raise run_ended(run.stop_reason)
-    run.heartbeat_at = timezone.now()
-    run.save(update_fields=["heartbeat_at"])
 
 
 def run_start(*, actor: Actor, mission_id: int, agent: str = "", key: str | None = None) -> tuple[Run, bool]:
@@ -106,14 +85,11 @@ def run_end(
 ) -> None:
     """End an active run and move its (locked) mission. Every end of a run writes a `stop`
     checkpoint unless the act that ended it writes its own (`checkpoint=False`)."""
-    run.ended_at = timezone.now()
-    run.stop_reason = stop_reason
     run.stop_detail = detail
-    run.save(update_fields=["ended_at", "stop_reason", "stop_detail"])
     machine.transition(mission, event=event, to=to, actor=actor, stop_reason=stop_reason, detail=detail, retry_at=retry_at)
-    audit(actor=actor, mission=mission, entity="run", entity_id=run.pk, action="end", from_state="active", to_state=stop_reason)
+    machine.move(run, event="end", to=stop_reason, actor=actor, mission=mission, fields=("stop_detail",))
     if to in (MissionStatus.COMPLETED, MissionStatus.CANCELLED):
-        withdraw_pending(mission, actor=actor)
+        pending.pending_end(mission, actor=actor, because=pending.ENDED)
     if checkpoint:
         take_checkpoint(mission, trigger="stop", run=run)
 
@@ -127,16 +103,6 @@ def run_stop(
         event, to = machine.STOP_EVENTS[reason]
         run_end(mission, run, event=event, to=to, stop_reason=reason, detail=detail, retry_at=retry_at, actor=actor)
         return run
-
-
-def withdraw_pending(mission: Mission, *, actor: Actor) -> None:
-    """Cancel or completion withdraws whatever is still pending: approvals expire, milestones stay
-    unreviewed but leave the inbox."""
-    expired = list(mission.approvals.filter(status=ApprovalStatus.PENDING).values_list("pk", flat=True))
-    Approval.objects.filter(pk__in=expired).update(status=ApprovalStatus.EXPIRED, decided_at=timezone.now())
-    for pk in expired:
-        audit(actor=actor, mission=mission, entity="approval", entity_id=pk, action="expire", from_state="pending", to_state="expired")
-    Milestone.objects.filter(mission=mission, review_status=ReviewStatus.PENDING_REVIEW).update(withdrawn=True)
 
 
 def stalled_runs(now: datetime | None = None):

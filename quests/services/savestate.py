@@ -21,10 +21,6 @@ DURABLE_SECTIONS = {
 }
 
 
-def live_records(mission: Mission):
-    return Record.objects.filter(mission=mission, resolved=False, abandoned=False)
-
-
 def state_document(mission: Mission) -> tuple[dict[str, Any], dict[str, Any], int]:
     """The save state a checkpoint holds, by section, plus its compaction report and the highest
     record id it saw. The caller holds the mission's row lock: compaction archives as it goes.
@@ -44,9 +40,9 @@ def state_document(mission: Mission) -> tuple[dict[str, Any], dict[str, Any], in
     )
     # Plain rows rather than model instances: a snapshot reads these on every change.
     columns = ("id", "kind", "text", "data", "blob_id", "size_bytes")
-    pinned = list(live_records(mission).filter(kind__in=[*DURABLE_RECORD_KINDS, RecordKind.EVIDENCE]).values(*columns))
+    pinned = list(Record.objects.live().filter(mission=mission, kind__in=[*DURABLE_RECORD_KINDS, RecordKind.EVIDENCE]).values(*columns))
     notes = archived.kept_notes
-    tool_outputs = list(live_records(mission).filter(kind=RecordKind.TOOL_OUTPUT).order_by("-id").values(*columns)[:keep])[::-1]
+    tool_outputs = list(Record.objects.live().filter(mission=mission, kind=RecordKind.TOOL_OUTPUT).order_by("-id").values(*columns)[:keep])[::-1]
     doc: dict[str, Any] = {
         "mission": dump(MissionSummaryOut, mission, exclude={"id"}),
         "constraints": list(mission.constraints.filter(retired_at__isnull=True).order_by("id").values("id", "text", "source")),
@@ -129,13 +125,3 @@ def _write(
     mission.next_checkpoint_seq += 1
     mission.save(update_fields=["head_checkpoint", "next_checkpoint_seq", "updated_at"])
     return checkpoint
-
-
-def state_changed(mission: Mission) -> None:
-    """Called by every service that changes save state: bumps the mission's state version (the
-    background snapshot uses it to skip no-op work) and asks for a technical snapshot."""
-    Mission.objects.filter(pk=mission.pk).update(state_version=mission.state_version + 1)
-    mission.state_version += 1
-    from quests.services import snapshots
-
-    snapshots.snapshot_request(mission)

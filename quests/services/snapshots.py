@@ -4,7 +4,8 @@ The database row (`SnapshotRequest`) is the source of truth for work to do; the 
 only a wake-up call. So a broker that is down, a message that is lost or a worker killed halfway
 delays a snapshot and never loses one, and a message delivered twice does no harm:
 
-- activity asks for a snapshot inside its own transaction (`snapshot_request`): at most one
+- every service that changes save state calls `state_changed`, which asks for a snapshot inside
+  its own transaction (`snapshot_request`): at most one
   request per mission is pending, and its `not_before` keeps snapshots of one mission at least
   QUESTLOG_SNAPSHOT_INTERVAL apart; the message is published after commit and a failed publish
   is only logged;
@@ -20,6 +21,7 @@ import uuid
 from datetime import datetime, timedelta
 from typing import Any
 
+from celery import current_app
 from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models import F, Min, Q
@@ -28,7 +30,8 @@ from django.utils import timezone
 from checkpoints import pruning
 from checkpoints.models import Checkpoint, RetentionPolicy, SnapshotRequest, Trigger
 from quests.models import Hold, Mission, Run
-from quests.services.runs import lock_mission, stalled_runs
+from quests.services.locking import lock_mission
+from quests.services.runs import stalled_runs
 from quests.services.savestate import take_checkpoint_if_changed
 
 logger = logging.getLogger(__name__)
@@ -39,10 +42,20 @@ DONE = SnapshotRequest.Status.DONE
 SWEEP_BATCH = 500
 # Done requests are only read for debouncing and status; a day of them is plenty.
 DONE_REQUESTS_KEPT = timedelta(days=1)
+# Published by name: the services sit below the task modules and never import them.
+SNAPSHOT_TASK = "quests.tasks.snapshot_take_task"
 
 
 def _stale_after() -> timedelta:
     return timedelta(seconds=settings.QUESTLOG_SNAPSHOT_STALE_AFTER)
+
+
+def state_changed(mission: Mission) -> None:
+    """Called by every service that changes save state: bumps the mission's state version (the
+    background snapshot uses it to skip no-op work) and asks for a technical snapshot."""
+    Mission.objects.filter(pk=mission.pk).update(state_version=mission.state_version + 1)
+    mission.state_version += 1
+    snapshot_request(mission)
 
 
 def snapshot_request(mission: Mission) -> None:
@@ -78,11 +91,9 @@ def snapshot_request(mission: Mission) -> None:
 def snapshot_enqueue(request_id: int, not_before: datetime | None = None) -> bool:
     """Publish the wake-up message. Never raises: with the broker down the row stays pending
     and the sweep publishes it later, so no API call fails or waits because of the broker."""
-    from quests.tasks import snapshot_take_task
-
     countdown = max(0.0, (not_before - timezone.now()).total_seconds()) if not_before else 0.0
     try:
-        snapshot_take_task.apply_async((request_id,), countdown=countdown or None)
+        current_app.send_task(SNAPSHOT_TASK, args=(request_id,), countdown=countdown or None)
         SnapshotRequest.objects.filter(pk=request_id).update(enqueued_at=timezone.now())
     except Exception:
         logger.warning("Snapshot request %s not published; the sweep will retry it.", request_id, exc_info=True)

@@ -9,6 +9,8 @@ from django.contrib.auth import get_user_model
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString, mark_safe
 
+from quests.services.demo import DEMO_PASSWORD, DEMO_USERNAME
+
 register = template.Library()
 
 STOP_REASONS = {
@@ -127,8 +129,6 @@ def demo_credentials() -> tuple[str, str] | None:
     """The demo login, shown on the login page in DEBUG only (and only while the demo user exists)."""
     if not settings.DEBUG:
         return None
-    from quests.services.demo import DEMO_PASSWORD, DEMO_USERNAME
-
     if not get_user_model().objects.filter(username=DEMO_USERNAME).exists():
         return None
     return DEMO_USERNAME, DEMO_PASSWORD

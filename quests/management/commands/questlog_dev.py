@@ -6,6 +6,7 @@ import subprocess
 import sys
 import time
 
+from django.core.management import call_command
 from django.core.management.base import BaseCommand
 
 
@@ -16,8 +17,6 @@ class Command(BaseCommand):
         parser.add_argument("--addr", default="127.0.0.1:8000")
 
     def handle(self, *args, addr, **options):
-        from django.core.management import call_command
-
         call_command("questlog_seed_demo")
         python = sys.executable
         celery = [python, "-m", "celery", "-A", "config"]

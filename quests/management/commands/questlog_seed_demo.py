@@ -1,12 +1,12 @@
 from django.core.management.base import BaseCommand
 
+from quests.services.demo import seed_demo
+
 
 class Command(BaseCommand):
     help = "On an empty database, create a demo user and a demo mission with a little history."
 
     def handle(self, *args, **options):
-        from quests.services.demo import seed_demo
-
         result = seed_demo()
         if result:
             username, password = result

@@ -4,6 +4,8 @@ import json
 
 from django.core.management.base import BaseCommand
 
+from config.celery import app
+
 from quests.services.snapshots import snapshots_status
 
 QUEUES = ("snapshots", "maintenance")
@@ -12,8 +14,6 @@ QUEUES = ("snapshots", "maintenance")
 def queue_depths(timeout: float = 2.0) -> dict[str, int] | str:
     """Messages waiting in each queue, or why the broker cannot tell. Redis and the filesystem
     transport answer a passive declare with a count; a broker that is down answers nothing."""
-    from config.celery import app
-
     try:
         with app.connection_for_read() as conn:
             conn.ensure_connection(max_retries=1, timeout=timeout)

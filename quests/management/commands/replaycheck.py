@@ -25,11 +25,15 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import httpx
+import psycopg
 from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 
 from questlog_client import scenarios
 from questlog_client.testing import PointResult, Report, Scenario, replaycheck
+from quests.services.tokens import token_create
 
 PERSON = "replaycheck"
 
@@ -99,11 +103,6 @@ class Command(BaseCommand):
         out.write("\nOK: every count is zero." if report.ok else "\nFAILED: see the counts above.")
 
     def _prepare(self) -> None:
-        from django.contrib.auth import get_user_model
-        from django.core.management import call_command
-
-        from quests.services.tokens import token_create
-
         call_command("migrate", verbosity=0, interactive=False)
         user = get_user_model().objects.create_user(PERSON, password=os.environ["QUESTLOG_REPLAY_PASSWORD"])
         _, raw = token_create(user=user, name="replaycheck")
@@ -160,8 +159,6 @@ def throwaway_database(env: dict[str, str], data_dir: Path):
         return
     if "postgresql" not in engine or "DATABASE_URL" not in os.environ:
         raise CommandError(f"replaycheck makes throwaway databases on PostgreSQL or SQLite, not {engine}; use --base-url.")
-    import psycopg
-
     db = settings.DATABASES["default"]
     name = f"{db['NAME']}_replay_{secrets.token_hex(4)}"[-63:]
     admin = {"host": db.get("HOST") or None, "port": db.get("PORT") or None, "user": db.get("USER") or None,

@@ -1,0 +1,38 @@
+"""What is still pending when a mission ends or is restored: one rule, one function (API.md).
+
+- Cancel or completion: pending approvals become `expired`; pending milestones keep
+  `pending_review` but are withdrawn (they leave the inbox, and can still be reviewed).
+- Restore: pending approvals and pending gate milestones become `expired`; the branch they
+  belonged to has been set aside.
+
+Every change goes through the state machine, so each one writes its audit event."""
+
+from typing import Literal
+
+from django.utils import timezone
+
+from quests.models import ApprovalStatus, Mission, ReviewStatus
+from quests.services import machine
+from quests.services.audit import Actor
+
+ENDED = "ended"
+RESTORED = "restored"
+
+
+def pending_end(mission: Mission, *, actor: Actor, because: Literal["ended", "restored"]) -> None:
+    """End what is pending on a mission whose row the caller holds locked. `because` is
+    `pending.ENDED` (cancel or completion) or `pending.RESTORED`."""
+    if because not in (ENDED, RESTORED):
+        raise ValueError(f"Unknown reason to end pending items: {because}")
+    now = timezone.now()
+    for approval in mission.approvals.filter(status=ApprovalStatus.PENDING).order_by("id"):
+        approval.decided_at = now
+        machine.move(
+            approval, event="expire", to=ApprovalStatus.EXPIRED, actor=actor, mission=mission, fields=("decided_at",)
+        )
+    if because == ENDED:
+        for milestone in mission.milestones.awaiting_review().order_by("id"):
+            machine.move(milestone, event="withdraw", to=machine.MILESTONE_WITHDRAWN, actor=actor, mission=mission)
+    else:
+        for milestone in mission.milestones.gates_awaiting_review().order_by("id"):
+            machine.move(milestone, event="expire", to=ReviewStatus.EXPIRED, actor=actor, mission=mission)
