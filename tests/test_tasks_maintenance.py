@@ -122,6 +122,11 @@ def test_questlog_status_prints_pending_requests_stalled_runs_and_queue_depths(a
 
     SnapshotRequest.objects.filter(mission_id=mission["id"]).update(not_before=timezone.now() - timedelta(seconds=90))
     make_stale(run["id"])
+    # Earlier tests in this worker that committed (live servers) published wake-ups that no worker
+    # consumed; the depth this test reads is only its own once the broker's queues start empty.
+    with app.connection_for_write() as conn:
+        for queue in ("snapshots", "maintenance"):
+            conn.default_channel.queue_purge(queue)
     out = StringIO()
     call_command("questlog_status", stdout=out)
     text = out.getvalue()

@@ -26,7 +26,7 @@ def mission_context(request: HttpRequest, pk: int, problem: Problem | None = Non
     page_data = selectors.mission_page(mission)
     inline = {("constraint", "add"), ("controls", pk), ("restore", pk)}
     inline |= {("approval", a.pk) for a in page_data.pending_approvals}
-    inline |= {("milestone", m.pk) for m in page_data.milestones if m.review_status == "pending_review" and not m.withdrawn}
+    inline |= {("milestone", m.pk) for m in page_data.milestones if m.is_awaiting_review}
     inline |= {("constraint", c.pk) for c in page_data.constraints if c.retired_at is None}
     return {
         "page": page_data,
