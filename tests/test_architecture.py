@@ -3,6 +3,8 @@
 A function-level import counts like any other: it only hides a cycle from the interpreter, not
 from a reader. Imports under `if TYPE_CHECKING:` are exempt: they never run."""
 
+from pathlib import Path
+
 import grimp
 import pytest
 
@@ -98,3 +100,17 @@ def test_the_client_has_no_import_cycle():
     graph = _graph("questlog_client")
     cycles = _cycles(graph, ("questlog_client",))
     assert not cycles, "Import cycles:\n" + "\n".join(_describe(graph, group) for group in cycles)
+
+
+MAX_MODULE_LINES = 450  # a hard limit (issue 9): a module that needs more wants splitting by concern
+
+
+def test_no_module_is_over_the_line_limit():
+    root = Path(__file__).resolve().parent.parent
+    too_long = {
+        str(path.relative_to(root)): lines
+        for package in ("quests", "checkpoints", "questlog_client", "config")
+        for path in (root / package).rglob("*.py")
+        if "migrations" not in path.parts and (lines := len(path.read_text().splitlines())) > MAX_MODULE_LINES
+    }
+    assert too_long == {}
