@@ -5,15 +5,16 @@ Pinned kinds (decisions, open questions, blockers, dependencies — and, above t
 constraints and approvals) are never compacted: they are the reasons behind the plan. Notes beyond
 the newest N are archived; raw tool outputs are archived the moment they are recorded. The cost of
 compacting is bounded by what changed since the previous checkpoint, never by the history length:
-each report carries running totals and the id below which every note is already archived."""
+the mission keeps the totals and the id below which every note is already archived."""
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from django.db.models import Count, Sum
+from django.db.models import Case, CharField, PositiveIntegerField, TextField, Value, When
 
-from checkpoints.models import DURABLE_RECORD_KINDS, Record, RecordKind
-from checkpoints.services import blobs_put
+from checkpoints.models import DURABLE_RECORD_KINDS, Blob, Record, RecordKind
+from checkpoints.roundtrip import RoundTrip
+from checkpoints.services import blob_rows, sha256_hex
 
 PINNED_KINDS = frozenset(DURABLE_RECORD_KINDS)
 
@@ -29,71 +30,78 @@ def live_records(mission_id: int):
 
 @dataclass(frozen=True)
 class Archived:
-    """What one compaction pass moved out of active state, and the notes that stay in it."""
+    """What one compaction pass moves out of active state: the notes, their blobs to store and
+    their new previews. Nothing is written until the caller stages it in its round trips (the
+    blobs with the checkpoint's, the records' update with the checkpoint's row)."""
 
     note_ids: list[int]
     note_bytes: int
     note_cutoff: int
-    kept_notes: list[Record]
+    blobs: list[Blob] = field(default_factory=list)
+    previews: dict[int, tuple[str, str, int]] = field(default_factory=dict)  # id -> (blob, preview, size)
+
+    def stage_update(self, trip: RoundTrip) -> None:
+        if not self.previews:
+            return
+        ids = sorted(self.previews)
+
+        def each(position: int, output_field) -> Case:
+            return Case(*(When(pk=pk, then=Value(self.previews[pk][position])) for pk in ids), output_field=output_field)
+
+        trip.update(
+            Record.objects.filter(pk__in=ids),
+            blob_id=each(0, CharField()),
+            text=each(1, TextField()),
+            size_bytes=each(2, PositiveIntegerField()),
+            archived=True,
+        )
+
+
+NOTHING_ARCHIVED = Archived(note_ids=[], note_bytes=0, note_cutoff=0)
 
 
 def notes_archive(*, mission_id: int, keep: int, preview_chars: int, since_cutoff: int = 0) -> Archived:
-    """Archive every live note older than the newest `keep`. The caller holds the mission's lock.
+    """Plan the archiving of every live note older than the newest `keep` (one query). The caller
+    holds the mission's lock.
 
     Notes below `since_cutoff` were archived by an earlier pass, so only notes from there on are
     read — the newest `keep` plus whatever came since: the pass costs what changed, not the
-    history. Returns the newest `keep` notes too, oldest first: they are the active notes."""
+    history."""
     if keep < 0:
         raise ValueError("keep must be zero or more")
     unarchived = list(
-        live_records(mission_id).filter(kind=RecordKind.NOTE, archived=False, pk__gte=since_cutoff).order_by("pk")
+        live_records(mission_id)
+        .filter(kind=RecordKind.NOTE, archived=False, pk__gte=since_cutoff)
+        .order_by("pk")
+        .values_list("pk", "text", "size_bytes")
     )
     split = max(len(unarchived) - keep, 0)
-    stale, kept = unarchived[:split], unarchived[split:]
+    stale = unarchived[:split]
     if not stale:
-        return Archived(note_ids=[], note_bytes=0, note_cutoff=since_cutoff, kept_notes=kept)
-    hashes, _ = blobs_put([r.text.encode() for r in stale], media_type="text/plain")
-    for record, sha in zip(stale, hashes):
-        record.size_bytes = record.size_bytes or len(record.text.encode())
-        record.blob_id = sha
-        record.archived = True
-        record.text = preview(record.text, preview_chars)
-    Record.objects.bulk_update(stale, ["blob", "archived", "text", "size_bytes"])
+        return Archived(note_ids=[], note_bytes=0, note_cutoff=since_cutoff)
+    previews: dict[int, tuple[str, str, int]] = {}
+    contents: dict[str, bytes] = {}
+    for pk, text, size in stale:
+        content = text.encode()
+        sha = sha256_hex(content)
+        contents[sha] = content
+        previews[pk] = (sha, preview(text, preview_chars), size or len(content))
     return Archived(
-        note_ids=[r.pk for r in stale],
-        note_bytes=sum(r.size_bytes for r in stale),
-        note_cutoff=max(stale[-1].pk + 1, since_cutoff),
-        kept_notes=kept,
+        note_ids=[pk for pk, _, _ in stale],
+        note_bytes=sum(size for _, _, size in previews.values()),
+        note_cutoff=max(stale[-1][0] + 1, since_cutoff),
+        blobs=blob_rows(contents, media_type="text/plain"),
+        previews=previews,
     )
-
-
-def tool_outputs_since(
-    *, mission_id: int, after_id: int, newest: list[dict[str, Any]] | None = None, limit: int = 0
-) -> tuple[int, int]:
-    """How many live raw tool outputs (and their bytes) were recorded after `after_id`. When the
-    caller already holds the newest `limit` of them (oldest first) and they reach back past
-    `after_id` — the usual case between two checkpoints — they answer without a query."""
-    if newest is not None and limit and (len(newest) < limit or newest[0]["id"] <= after_id):
-        new = [r for r in newest if r["id"] > after_id]
-        return len(new), sum(r["size_bytes"] for r in new)
-    agg = live_records(mission_id).filter(kind=RecordKind.TOOL_OUTPUT, pk__gt=after_id).aggregate(
-        n=Count("pk"), b=Sum("size_bytes")
-    )
-    return agg["n"] or 0, agg["b"] or 0
 
 
 def report(
-    *, previous: dict[str, Any], archived: Archived, new_tool_outputs: tuple[int, int], kept: dict[str, int]
+    *, archived: Archived, tool_outputs: tuple[int, int], total: dict[str, int], kept: dict[str, int], note_cutoff: int
 ) -> dict[str, Any]:
     """The short compaction report a checkpoint carries: what this checkpoint's active state
-    keeps, what was archived while writing it, and the running totals of the branch."""
-    before = previous.get("archived_total") or {}
-    tool_count, tool_bytes = new_tool_outputs
-    total = {
-        "notes": int(before.get("notes", 0)) + len(archived.note_ids),
-        "tool_outputs": int(before.get("tool_outputs", 0)) + tool_count,
-        "bytes": int(before.get("bytes", 0)) + archived.note_bytes + tool_bytes,
-    }
+    keeps, what was archived since the previous checkpoint (notes by this pass, raw tool outputs
+    as they were recorded), and the totals of the mission's live branch."""
+    tool_count, tool_bytes = tool_outputs
     return {
         "kept": kept,
         "archived_now": {
@@ -102,8 +110,8 @@ def report(
             "tool_outputs": tool_count,
             "bytes": archived.note_bytes + tool_bytes,
         },
-        "archived_total": total,
-        "note_cutoff": archived.note_cutoff,
+        "archived_total": dict(total),
+        "note_cutoff": note_cutoff,
         "pinned": sorted(str(k) for k in PINNED_KINDS) + ["constraints", "approvals"],
         "summary": summary(total, kept),
     }

@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from django.db import connection, transaction
+from django.db.models import BooleanField
+from django.db.models.expressions import RawSQL
 
 from checkpoints.models import Blob, Checkpoint, Record, Trigger
 
@@ -156,3 +158,11 @@ def referenced_by_checkpoints(hashes: set[str]) -> set[str]:
         if found == hashes:
             break
     return found
+
+
+def blob_writers_guard_expression() -> RawSQL | None:
+    """`blob_writers_guard` as an expression, so a writer can take the lock in a statement it sends
+    anyway (the one that locks its mission) instead of a round trip of its own."""
+    if connection.vendor != "postgresql":
+        return None
+    return RawSQL("pg_advisory_xact_lock_shared(%s) IS NULL", [BLOB_GC_LOCK], output_field=BooleanField())

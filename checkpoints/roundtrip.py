@@ -95,7 +95,10 @@ class Updated(Step):
     def __init__(self, queryset: QuerySet, values: dict[str, Any], using: str) -> None:
         query = queryset.query.chain(sql.UpdateQuery)
         query.add_update_values(values)
-        statement = query.get_compiler(using=using).as_sql()
+        try:
+            statement = query.get_compiler(using=using).as_sql()
+        except EmptyResultSet:  # it matches nothing: nothing to send
+            statement = ("", ())
         super().__init__([statement] if statement[0] else [])
         self.count = 0
 

@@ -5,10 +5,9 @@ import hashlib
 import json
 from typing import Any
 
-from django.db import transaction
-
 from checkpoints.models import Blob, Checkpoint
 from checkpoints.pruning import blob_writers_guard
+from checkpoints.roundtrip import Inserted, RoundTrip
 
 
 def canonical_json(value: Any) -> bytes:
@@ -20,21 +19,29 @@ def sha256_hex(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+def blob_rows(contents: dict[str, bytes], *, media_type: str = "application/json") -> list[Blob]:
+    """Unsaved blob rows for {sha256: content}."""
+    return [Blob(sha256=sha, data=content, size_bytes=len(content), media_type=media_type) for sha, content in contents.items()]
+
+
+def blobs_stage(trip: RoundTrip, blobs: list[Blob]) -> Inserted | None:
+    """Add to `trip` the one statement that stores whichever of `blobs` are new (`INSERT … ON
+    CONFLICT DO NOTHING`): two writers storing the same content at once both succeed, and the
+    step's `inserted` says which rows this writer added. The caller holds the blob writers' lock
+    (`blob_writers_guard`) for its transaction."""
+    unique = list({blob.sha256: blob for blob in blobs}.values())
+    return trip.insert(unique, ignore_conflicts=True) if unique else None
+
+
 def blobs_put(contents: list[bytes], *, media_type: str = "application/json") -> tuple[list[str], int]:
     """Store each content once. Returns the hashes (in order) and the number of bytes newly stored."""
-    by_hash = {sha256_hex(c): c for c in contents}
     hashes = [sha256_hex(c) for c in contents]
     blob_writers_guard()
-    existing = set(Blob.objects.filter(sha256__in=list(by_hash)).values_list("sha256", flat=True))
-    new = [
-        Blob(sha256=h, data=c, size_bytes=len(c), media_type=media_type)
-        for h, c in by_hash.items()
-        if h not in existing
-    ]
-    if new:
-        # Two writers may store the same content at once; the loser's row is simply not needed.
-        Blob.objects.bulk_create(new, ignore_conflicts=True)
-    return hashes, sum(b.size_bytes for b in new)
+    trip = RoundTrip()
+    step = blobs_stage(trip, blob_rows(dict(zip(hashes, contents)), media_type=media_type))
+    trip.run()
+    sizes = dict(zip(hashes, map(len, contents)))
+    return hashes, sum(sizes[sha] for sha in step.inserted) if step else 0
 
 
 def blob_put(content: bytes, *, media_type: str = "application/json") -> tuple[str, int]:
@@ -46,12 +53,22 @@ def blobs_get(hashes: list[str]) -> dict[str, bytes]:
     return {sha: bytes(data) for sha, data in Blob.objects.filter(sha256__in=list(set(hashes))).values_list("sha256", "data")}
 
 
+def parts(document: dict[str, Any]) -> tuple[dict[str, str], dict[str, bytes]]:
+    """A document split by top-level key: {key: hash} and {hash: canonical JSON}."""
+    refs: dict[str, str] = {}
+    contents: dict[str, bytes] = {}
+    for key in sorted(document):
+        content = canonical_json(document[key])
+        refs[key] = sha = sha256_hex(content)
+        contents[sha] = content
+    return refs, contents
+
+
 def parts_put(document: dict[str, Any]) -> tuple[dict[str, str], int, int]:
     """Store a document by top-level key. Returns {key: hash}, its total size and new bytes."""
-    keys = sorted(document)
-    contents = [canonical_json(document[k]) for k in keys]
-    hashes, new_bytes = blobs_put(contents)
-    return dict(zip(keys, hashes)), sum(len(c) for c in contents), new_bytes
+    refs, contents = parts(document)
+    _, new_bytes = blobs_put(list(contents.values()))
+    return refs, sum(len(contents[sha]) for sha in refs.values()), new_bytes
 
 
 def parts_get(refs: dict[str, str], contents: dict[str, bytes] | None = None) -> dict[str, Any]:
@@ -65,35 +82,59 @@ def document_hash(state_refs: dict[str, str], agent_state_refs: dict[str, str]) 
     return sha256_hex(canonical_json({"agent_state": agent_state_refs, "state": state_refs}))
 
 
-# No savepoint: callers write under the mission's lock in a transaction of their own, and a
-# failure here fails that whole transaction anyway; a savepoint would only add two round trips.
-@transaction.atomic(savepoint=False)
 def checkpoint_write(
     *,
     mission_id: int,
     run_id: int | None,
     parent: Checkpoint | None,
     seq: int,
+    parent_id: int | None = None,
     trigger: str,
-    state: dict[str, Any],
+    state: dict[str, Any] | None = None,
+    state_refs: dict[str, str] | None = None,
+    state_contents: dict[str, bytes] | None = None,
+    state_size: int | None = None,
     agent_state: dict[str, Any] | None,
     record_watermark: int = 0,
     note: str = "",
     compaction_report: dict[str, Any] | None = None,
+    extra_blobs: list[Blob] = (),
+    trip: RoundTrip | None = None,
+    guarded: bool = False,
 ) -> Checkpoint:
-    """Write an immutable checkpoint. `agent_state=None` carries the parent's agent state over
-    by reference (the system's own checkpoints do that), at no storage cost."""
-    state_refs, state_size, new_bytes = parts_put(state)
+    """Write an immutable checkpoint in two round trips: the blobs it needs, then its row.
+
+    The state document comes either whole (`state`) or as refs the caller keeps current
+    (`state_refs`, with the contents not stored yet in `state_contents` and the document's total
+    size in `state_size`): then nothing of the state is re-serialised here. `agent_state=None`
+    carries the parent's agent state over by reference (the system's own checkpoints do that); an
+    agent checkpoint needs only its parent's id (`parent_id`).
+    With `trip`, the row's insert is added to it and the caller runs it with its own statements
+    (which may refer to the new row by mission and `seq`); the returned checkpoint has its id
+    once the trip has run. The caller holds the mission's lock, and the blob writers' lock when it
+    says `guarded` (the agent's write path takes it with the mission's lock, in one statement)."""
+    if state is not None:
+        state_refs, state_contents = parts(state)
+        state_size = sum(len(state_contents[sha]) for sha in state_refs.values())
+    state_refs = state_refs or {}
+    state_contents = state_contents or {}
     if agent_state is None:
         agent_refs = dict(parent.agent_state_refs) if parent else {}
         agent_size = parent.agent_state_bytes if parent else 0
+        agent_contents: dict[str, bytes] = {}
     else:
-        agent_refs, agent_size, agent_new = parts_put(agent_state)
-        new_bytes += agent_new
-    return Checkpoint.objects.create(
+        agent_refs, agent_contents = parts(agent_state)
+        agent_size = sum(len(agent_contents[sha]) for sha in agent_refs.values())
+    if not guarded:
+        blob_writers_guard()
+    blobs = RoundTrip()
+    staged = blobs_stage(blobs, blob_rows({**state_contents, **agent_contents}) + list(extra_blobs))
+    blobs.run()
+    counted = {**state_contents, **agent_contents}
+    checkpoint = Checkpoint(
         mission_id=mission_id,
         run_id=run_id,
-        parent=parent,
+        parent_id=parent.pk if parent is not None else parent_id,
         seq=seq,
         trigger=trigger,
         hash=document_hash(state_refs, agent_refs),
@@ -101,11 +142,17 @@ def checkpoint_write(
         state_refs=state_refs,
         agent_state_refs=agent_refs,
         record_watermark=record_watermark,
-        size_bytes=state_size + agent_size,
+        size_bytes=(state_size or 0) + agent_size,
         agent_state_bytes=agent_size,
-        new_bytes=new_bytes,
+        new_bytes=sum(len(counted[sha]) for sha in (staged.inserted if staged else []) if sha in counted),
         compaction_report=compaction_report or {},
     )
+    own = trip is None
+    trip = trip or RoundTrip()
+    trip.insert(checkpoint)
+    if own:
+        trip.run()
+    return checkpoint
 
 
 def checkpoint_agent_state(checkpoint: Checkpoint) -> dict[str, Any]:

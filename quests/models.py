@@ -61,8 +61,21 @@ class Mission(Lifecycle):
     # Allocated under the mission's row lock so checkpoint sequence numbers never collide.
     next_checkpoint_seq = models.PositiveIntegerField(default=1)
     run_count = models.PositiveIntegerField(default=0)
-    # Bumped by every change to save state; background snapshots compare it to skip no-op work.
+    # Bumped by every change to save state; live pages poll it to know when to redraw.
     state_version = models.PositiveBigIntegerField(default=0)
+    # The run allowed to write (the fencing token's holder): set when a run starts and cleared when
+    # it ends, both under this row's lock, so a write holding the lock knows at once whether its run
+    # is still the one without reading the run again.
+    active_run = models.ForeignKey("Run", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    # The save state as it is now, kept up to date section by section by the services that change
+    # it (quests.services.savestate), so a checkpoint copies it instead of rebuilding it: the ref of
+    # every section, the canonical JSON of the sections changed since the last checkpoint (the next
+    # checkpoint stores them as blobs) and the counters the compaction report is made of.
+    state_refs = models.JSONField(default=dict, blank=True)
+    state_pending = models.JSONField(default=dict, blank=True)
+    state_report = models.JSONField(default=dict, blank=True)
+    # When a worker last claimed a background snapshot of this mission: the debounce counts from it.
+    snapshot_claimed_at = models.DateTimeField(null=True, blank=True)
     purged_at = models.DateTimeField(null=True, blank=True)
 
     objects = MissionQuerySet.as_manager()

@@ -51,7 +51,7 @@ def approval_request(
         replayed = idempotency.replayed_id(owner=mission.owner, scope=scope, key=key, body=body)
         if replayed is not None:
             return Approval.objects.get(pk=replayed), True
-        fence(run)
+        fence(run, mission)
         approval = Approval.objects.create(mission=mission, run=run, action=action, payload=payload, reason=reason, respond_by=respond_by)
         audit(actor=actor, mission=mission, entity="approval", entity_id=approval.pk, action="request", to_state="pending")
         run_end(
@@ -136,7 +136,7 @@ def milestone_claim(
         replayed = idempotency.replayed_id(owner=mission.owner, scope=scope, key=key, body=body)
         if replayed is not None:
             return Milestone.objects.get(pk=replayed), True
-        fence(run)
+        fence(run, mission)
         evidence = evidence or []
         if evidence and mission.records.filter(pk__in=evidence).count() != len(set(evidence)):
             raise InvalidInput("Evidence must name records of this mission.", field="evidence")

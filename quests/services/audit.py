@@ -1,6 +1,7 @@
 from dataclasses import dataclass
 from typing import Any
 
+from checkpoints.roundtrip import RoundTrip
 from quests.models import AgentToken, AuditEvent, Mission
 
 
@@ -37,9 +38,12 @@ def audit(
     action: str,
     from_state: str = "",
     to_state: str = "",
+    trip: RoundTrip | None = None,
     **data: Any,
 ) -> AuditEvent:
-    return AuditEvent.objects.create(
+    """Write an audit event, at once or in the caller's round trip (`entity_id` may then be an
+    expression naming a row inserted earlier in the same trip)."""
+    event = AuditEvent(
         mission=mission,
         actor_user=actor.user if actor.user is not None and getattr(actor.user, "pk", None) else None,
         actor_token=actor.token,
@@ -51,3 +55,8 @@ def audit(
         to_state=to_state or "",
         data=data,
     )
+    if trip is None:
+        event.save()
+    else:
+        trip.insert(event, returning=False)
+    return event

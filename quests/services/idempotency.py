@@ -1,11 +1,20 @@
 """Idempotent creation: the same `key` with the same body replays the original resource; the same
 key with a different body is refused."""
 
-from typing import Any
+import functools
+from collections.abc import Callable
+from typing import Any, TypeVar
 
+from django.db import IntegrityError
+from django.db.models import CharField, OuterRef, Subquery, Value
+from django.db.models.functions import Cast, Concat
+
+from checkpoints.roundtrip import RoundTrip
 from checkpoints.services import canonical_json, sha256_hex
 from quests.models import IdempotentRequest
 from quests.services.errors import Conflict
+
+T = TypeVar("T")
 
 
 def request_hash(body: dict[str, Any]) -> str:
@@ -37,3 +46,73 @@ def remember(*, owner, scope: str, key: str | None, body: dict[str, Any], object
         IdempotentRequest.objects.create(
             owner=owner, scope=scope, key=key, request_hash=request_hash(body), object_id=object_id
         )
+
+
+class Lookup:
+    """An idempotency lookup that rides along in the statement that locks the mission (see
+    `locking.lock_run`), for the writes an agent sends many times a second. The scope is the
+    mission's (`m<id>:<suffix>`), as for `replayed_id`.
+
+    The lookup reads what was committed when the statement started; a request with the same key
+    committed while this one waited for the lock is not seen, and this one's `remember` then
+    breaks the unique constraint: `retried_on_key_race` runs the write again, and the second
+    time the lookup finds the first request's object."""
+
+    def __init__(self, *, owner_id: int, suffix: str, key: str | None, body: dict[str, Any]) -> None:
+        self.owner_id = owner_id
+        self.suffix = suffix
+        self.key = key
+        self.body = body
+        self.found: tuple[int | None, str | None] = (None, None)
+
+    def annotations(self, mission_field: str) -> dict[str, Any]:
+        if not self.key:
+            return {}
+        scope = Concat(Value("m"), Cast(OuterRef(mission_field), CharField()), Value(f":{self.suffix}"), output_field=CharField())
+        earlier = IdempotentRequest.objects.filter(owner_id=self.owner_id, key=self.key, scope=scope)
+        return {
+            "replay_object_id": Subquery(earlier.values("object_id")[:1]),
+            "replay_request_hash": Subquery(earlier.values("request_hash")[:1]),
+        }
+
+    def read(self, row: Any) -> None:
+        if self.key:
+            self.found = (row.replay_object_id, row.replay_request_hash)
+
+    def replayed_id(self) -> int | None:
+        object_id, earlier_hash = self.found
+        if object_id is None:
+            return None
+        if earlier_hash != request_hash(self.body):
+            raise key_reuse(self.key)
+        return object_id
+
+    def remember(self, *, mission_id: int, object_id: Any, trip: RoundTrip) -> None:
+        """`object_id` may be an expression (the id of a row inserted earlier in the same trip)."""
+        if self.key:
+            trip.insert(
+                IdempotentRequest(
+                    owner_id=self.owner_id, scope=f"m{mission_id}:{self.suffix}", key=self.key,
+                    request_hash=request_hash(self.body), object_id=object_id,
+                ),
+                returning=False,
+            )
+
+
+# The unique constraints a second request with the same key runs into when it raced the first.
+RACED_KEYS = ("idempotent_request_unique", "operation_key_unique_per_mission")
+
+
+def retried_on_key_race(write: Callable[..., T]) -> Callable[..., T]:
+    """Run a write once more when its `remember` lost a race for the same key (see `Lookup`)."""
+
+    @functools.wraps(write)
+    def once_more(*args: Any, **kwargs: Any) -> T:
+        try:
+            return write(*args, **kwargs)
+        except IntegrityError as error:
+            if not kwargs.get("key") or not any(name in str(error) for name in RACED_KEYS):
+                raise
+            return write(*args, **kwargs)
+
+    return once_more

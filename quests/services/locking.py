@@ -1,13 +1,16 @@
-"""Row locks and fencing: the bottom of the service layer. It imports no other service (only
-access and errors), so every service can use it without an import cycle."""
+"""Row locks and fencing: the bottom of the service layer. It imports no other service but
+access, errors and idempotency's lookup, so every service can use it without an import cycle."""
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from django.utils import timezone
 
+from checkpoints.pruning import blob_writers_guard_expression
+from checkpoints.roundtrip import RoundTrip
 from quests.models import Mission, Run
-from quests.services.access import get_for
-from quests.services.errors import run_ended
+from quests.services.access import visible
+from quests.services.errors import NotFound, run_ended
+from quests.services.idempotency import Lookup
 
 if TYPE_CHECKING:
     from quests.services.audit import Actor
@@ -19,17 +22,59 @@ def lock_mission(mission_id: int) -> Mission:
     return Mission.objects.select_for_update().get(pk=mission_id)
 
 
-def lock_run(actor: "Actor", run_id: int) -> tuple[Run, Mission]:
-    """The run (re-read under its mission's lock, so `ended_at` is current) and its mission."""
-    run = get_for(actor, Run, run_id)
-    mission = lock_mission(run.mission_id)
-    run.refresh_from_db()
-    return run, mission
+def lock_run(
+    actor: "Actor",
+    run_id: int,
+    *,
+    lookup: Lookup | None = None,
+    blobs: bool = False,
+    head: bool = False,
+    annotations: dict[str, Any] | None = None,
+) -> tuple[Run, Mission]:
+    """The run and its mission, with the mission's row locked, in one statement.
+
+    Only the mission's row is locked and only it is read fresh (a row locked by this statement
+    is re-read when another writer changed it meanwhile; a joined row is not): the run as read
+    here may be a moment old, so whether it may still write is the mission's `active_run`, kept
+    under the same lock. Optionally the statement also finds what an idempotency key already
+    created (`lookup`; its answer is `lookup.found`), takes the blob writers' shared lock for a
+    write that stores blobs (`blobs`), reads the mission's head checkpoint (`head`), and computes
+    any other `annotations` the caller needs (they see the mission as `mission_id`)."""
+    related = ("mission", "mission__head_checkpoint") if head else ("mission",)
+    rows = visible(actor, Run).select_related(*related).select_for_update(of=("mission",)).filter(pk=run_id)
+    annotations = dict(annotations or {})
+    if lookup is not None:
+        annotations.update(lookup.annotations("mission_id"))
+    if blobs and (guard := blob_writers_guard_expression()) is not None:
+        annotations["blob_writers_guard"] = guard
+    run = rows.annotate(**annotations).first()
+    if run is None:
+        raise NotFound(f"No run with id {run_id}.")
+    if lookup is not None:
+        lookup.read(run)
+    return run, run.mission
 
 
-def fence(run: Run) -> None:
-    """Refuse writes from an ended run; refresh the heartbeat of an active one."""
-    if run.ended_at is not None:
+def lock_operation_mission(actor: "Actor", operation_id: int, mission_path: str = "operations") -> Mission:
+    """The mission of an operation the caller may see, locked (one statement). The operation
+    itself is read after the lock, so its status is current."""
+    mission = visible(actor, Mission).select_for_update(of=("self",)).filter(**{f"{mission_path}__pk": operation_id}).first()
+    if mission is None:
+        raise NotFound(f"No operation with id {operation_id}.")
+    return mission
+
+
+def fence(run: Run, mission: Mission, *, trip: RoundTrip | None = None) -> None:
+    """Refuse writes from a run that is no longer its mission's active run; refresh the
+    heartbeat of the active one (in `trip` when the caller sends its writes together)."""
+    if mission.active_run_id != run.pk:
+        run.refresh_from_db(fields=["ended_at", "stop_reason"])
         raise run_ended(run.stop_reason)
     run.heartbeat_at = timezone.now()
-    run.save(update_fields=["heartbeat_at"])
+    beat = Run.objects.filter(pk=run.pk)
+    if trip is not None:
+        trip.update(beat, heartbeat_at=run.heartbeat_at)
+    else:
+        beat.update(heartbeat_at=run.heartbeat_at)
+
+

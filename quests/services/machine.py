@@ -12,6 +12,7 @@ from django.db.models import Model
 from django.utils import timezone
 
 from checkpoints.models import Operation, OperationStatus as O
+from checkpoints.roundtrip import RoundTrip
 from quests.models import (
     Approval,
     ApprovalStatus as A,
@@ -175,19 +176,32 @@ def require(row: Model, event: str) -> None:
 
 
 def move(
-    row: Model, *, event: str, to: str, actor: Actor, mission: Mission | None, fields: tuple[str, ...] = (), **data: Any
+    row: Model,
+    *,
+    event: str,
+    to: str,
+    actor: Actor,
+    mission: Mission | None,
+    fields: tuple[str, ...] = (),
+    trip: RoundTrip | None = None,
+    **data: Any,
 ) -> None:
     """Apply one transition to a run, approval, milestone, operation or memory proposal whose
     mission the caller holds locked: check it, save the row (with `fields` the caller changed
-    alongside) and write its audit event."""
+    alongside) and write its audit event — at once, or in the caller's round trip `trip`."""
     table = TABLES[type(row)]
     previous = table.state(row)
     _check(table.moves, previous, event, to, table.refusal)
     changed = table.apply(row, to)
-    row.save(update_fields=[*changed, *fields])
+    if trip is None:
+        row.save(update_fields=[*changed, *fields])
+    else:
+        columns = [row._meta.get_field(name) for name in dict.fromkeys([*changed, *fields])]
+        # pre_save gives each column the value save() would write (auto_now times included).
+        trip.update(type(row).objects.filter(pk=row.pk), **{f.attname: f.pre_save(row, add=False) for f in columns})
     audit(
         actor=actor, mission=mission, entity=table.entity, entity_id=row.pk, action=event,
-        from_state=previous, to_state=to, **data,
+        from_state=previous, to_state=to, trip=trip, **data,
     )
 
 

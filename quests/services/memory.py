@@ -23,7 +23,7 @@ def memory_propose(*, actor: Actor, run_id: int, name: str, value: str, reason: 
         replayed = idempotency.replayed_id(owner=mission.owner, scope=scope, key=key, body=body)
         if replayed is not None:
             return MemoryProposal.objects.get(pk=replayed), True
-        fence(run)
+        fence(run, mission)
         proposal = MemoryProposal.objects.create(owner=mission.owner, mission=mission, run=run, name=name, value=value, reason=reason)
         audit(actor=actor, mission=mission, entity="memory_proposal", entity_id=proposal.pk, action="propose", to_state="pending")
         idempotency.remember(owner=mission.owner, scope=scope, key=key, body=body, object_id=proposal.pk)

@@ -4,15 +4,17 @@ always accepted, even from an ended run: the truth about the outside world is ne
 from typing import Any
 
 from django.db import transaction
+from django.db.models import OuterRef, Subquery
+from django.utils import timezone
 
 from checkpoints.models import Operation, OperationEvent, OperationStatus as O
+from checkpoints.roundtrip import RoundTrip
 from checkpoints.services import canonical_json, sha256_hex
-from quests.models import Mission
-from quests.services import idempotency, machine
-from quests.services.access import get_for
+from quests.models import Mission, Run
+from quests.services import idempotency, machine, savestate
 from quests.services.audit import Actor, audit
 from quests.services.errors import Conflict, InvalidInput, run_ended
-from quests.services.locking import fence, lock_mission, lock_run
+from quests.services.locking import fence, lock_operation_mission, lock_run
 from quests.services.snapshots import state_changed
 
 
@@ -20,6 +22,7 @@ def _hash(value: Any) -> str:
     return sha256_hex(canonical_json(value))
 
 
+@idempotency.retried_on_key_race
 def operation_plan(
     *, actor: Actor, run_id: int, key: str, kind: str, target: str, request: dict[str, Any], max_attempts: int = 3
 ) -> tuple[Operation, bool]:
@@ -29,49 +32,72 @@ def operation_plan(
         raise InvalidInput("max_attempts must be at least 1.", field="max_attempts")
     request_hash = _hash({"kind": kind, "target": target, "request": request})
     with transaction.atomic():
-        run, mission = lock_run(actor, run_id)
-        existing = Operation.objects.filter(mission=mission, key=key).first()
-        if existing is not None:
-            if existing.request_hash != request_hash:
+        # The operation's own key is its idempotency key: the statement that locks the mission
+        # also finds an operation planned with it (a race is settled by the unique constraint).
+        earlier = Operation.objects.filter(mission_id=OuterRef("mission_id"), key=key)
+        run, mission = lock_run(actor, run_id, annotations={
+            "earlier_id": Subquery(earlier.values("pk")[:1]), "earlier_hash": Subquery(earlier.values("request_hash")[:1]),
+        })
+        if run.earlier_id is not None:
+            if run.earlier_hash != request_hash:
                 raise idempotency.key_reuse(key)
-            return existing, True
-        fence(run)
-        op = Operation.objects.create(
+            return Operation.objects.get(pk=run.earlier_id), True
+        savestate.ensure_current(mission)
+        trip = RoundTrip()
+        fence(run, mission, trip=trip)
+        op = Operation(
             mission=mission, run=run, key=key, request_hash=request_hash, kind=kind, target=target,
             request=request, max_attempts=max_attempts,
         )
-        _event(op, "planned")
-        audit(actor=actor, mission=mission, entity="operation", entity_id=op.pk, action="plan", to_state=O.PLANNED, key=key)
-        state_changed(mission)
+        trip.insert(op)
+        this_one = Subquery(Operation.objects.filter(mission_id=mission.pk, key=key).values("pk")[:1])
+        trip.insert(OperationEvent(operation_id=this_one, event="planned"), returning=False)
+        audit(actor=actor, mission=mission, entity="operation", entity_id=this_one, action="plan", to_state=O.PLANNED, key=key, trip=trip)
+        ledger = savestate.read_sections(trip, mission.pk, savestate.LEDGER)
+        trip.run()
+        savestate.apply_sections(mission, ledger)
+        state_changed(mission, sections=())
         return op, False
 
 
-def _locked_operation(actor: Actor, operation_id: int) -> tuple[Operation, Mission]:
-    op = get_for(actor, Operation, operation_id)
-    mission = lock_mission(op.mission_id)
-    op.refresh_from_db()
-    return op, mission
+def _locked_operation(actor: Actor, operation_id: int) -> tuple[Operation, Mission, list[Operation]]:
+    """The mission locked, then its whole ledger read in one round trip: the operation (current,
+    since it is read under the lock) and the section the change will rewrite."""
+    mission = lock_operation_mission(actor, operation_id)
+    savestate.ensure_current(mission)
+    trip = RoundTrip()
+    ledger = savestate.read_sections(trip, mission.pk, savestate.LEDGER)["operations"]
+    trip.run()
+    op = next(row for row in ledger.rows if row.pk == operation_id)
+    return op, mission, ledger.rows
 
 
-def _event(op: Operation, event: str, **fields: Any) -> None:
-    OperationEvent.objects.create(operation=op, event=event, **fields)
+def _event(op: Operation, event: str, trip: RoundTrip, **fields: Any) -> None:
+    trip.insert(OperationEvent(operation=op, event=event, **fields), returning=False)
 
 
-def _move(op: Operation, mission: Mission, *, actor: Actor, to: str, action: str, fields: list[str]) -> Operation:
-    machine.move(op, event=action, to=to, actor=actor, mission=mission, fields=("updated_at", *fields), key=op.key)
-    state_changed(mission)
+def _save(op: Operation, mission: Mission, ledger: list[Operation], trip: RoundTrip) -> Operation:
+    """Send the operation's change with the ledger section rewritten from what was read under
+    the lock (the changed operation as changed here), in one round trip."""
+    savestate.apply_sections(mission, {}, rows={"operations": ledger})
+    state_changed(mission, sections=(), trip=trip)
+    trip.run()
     return op
+
+
+def _move(op: Operation, mission: Mission, ledger: list[Operation], trip: RoundTrip, *, actor: Actor, to: str, action: str, fields: list[str]) -> Operation:
+    machine.move(op, event=action, to=to, actor=actor, mission=mission, fields=("updated_at", *fields), key=op.key, trip=trip)
+    return _save(op, mission, ledger, trip)
 
 
 def operation_attempt(*, actor: Actor, operation_id: int) -> Operation:
     with transaction.atomic():
-        op, mission = _locked_operation(actor, operation_id)
+        op, mission, ledger = _locked_operation(actor, operation_id)
         if op.is_terminal:
             if op.status == O.FAILED:
                 raise Conflict("This operation failed for good; plan a new one to try something else.", code="invalid_transition", status=op.status)
             machine.require(op, "attempt")
-        active = mission.runs.filter(ended_at__isnull=True).first()
-        if active is None:
+        if mission.active_run_id is None:
             last = mission.runs.order_by("-number").first()
             raise run_ended(last.stop_reason if last else None)
         if op.attempts >= op.max_attempts:
@@ -79,10 +105,12 @@ def operation_attempt(*, actor: Actor, operation_id: int) -> Operation:
                 f"This operation has used all {op.max_attempts} attempts.", code="retry_budget_exhausted",
                 attempts=op.attempts, max_attempts=op.max_attempts,
             )
-        fence(active)
+        trip = RoundTrip()
+        active = Run(pk=mission.active_run_id, mission=mission)
+        fence(active, mission, trip=trip)
         op.attempts += 1
-        _event(op, "attempted")
-        return _move(op, mission, actor=actor, to=O.ATTEMPTED, action="attempt", fields=["attempts"])
+        _event(op, "attempted", trip)
+        return _move(op, mission, ledger, trip, actor=actor, to=O.ATTEMPTED, action="attempt", fields=["attempts"])
 
 
 def operation_complete(
@@ -90,7 +118,7 @@ def operation_complete(
 ) -> Operation:
     completion_hash = _hash({"external_id": external_id, "external_status": external_status, "receipt": receipt})
     with transaction.atomic():
-        op, mission = _locked_operation(actor, operation_id)
+        op, mission, ledger = _locked_operation(actor, operation_id)
         if op.status == O.COMPLETED:
             if op.completion_hash == completion_hash:
                 return op  # the same receipt again: a no-op
@@ -100,34 +128,37 @@ def operation_complete(
         op.receipt = receipt
         op.completion_hash = completion_hash
         op.error = ""
-        _event(op, "completed", external_status=external_status, receipt=receipt)
-        return _move(op, mission, actor=actor, to=O.COMPLETED, action="complete", fields=["external_id", "external_status", "receipt", "completion_hash", "error"])
+        trip = RoundTrip()
+        _event(op, "completed", trip, external_status=external_status, receipt=receipt)
+        return _move(op, mission, ledger, trip, actor=actor, to=O.COMPLETED, action="complete", fields=["external_id", "external_status", "receipt", "completion_hash", "error"])
 
 
 def operation_fail(*, actor: Actor, operation_id: int, error: str, retryable: bool) -> Operation:
     with transaction.atomic():
-        op, mission = _locked_operation(actor, operation_id)
+        op, mission, ledger = _locked_operation(actor, operation_id)
         machine.require(op, "fail")
         op.error = error
         op.retryable = retryable
-        _event(op, "failed", error=error)
-        return _move(op, mission, actor=actor, to=O.FAILED, action="fail", fields=["error", "retryable"])
+        trip = RoundTrip()
+        _event(op, "failed", trip, error=error)
+        return _move(op, mission, ledger, trip, actor=actor, to=O.FAILED, action="fail", fields=["error", "retryable"])
 
 
 def operation_observe(*, actor: Actor, operation_id: int, external_status: str, receipt: dict[str, Any] | None = None) -> Operation:
     """Record what later became of the external object (e.g. `confirmed` → `cancelled`)."""
     with transaction.atomic():
-        op, mission = _locked_operation(actor, operation_id)
+        op, mission, ledger = _locked_operation(actor, operation_id)
         previous = op.external_status
         op.external_status = external_status
         if receipt is not None:
             op.receipt = receipt
-        op.save(update_fields=["external_status", "receipt", "updated_at"])
-        _event(op, "observed", external_status=external_status, receipt=receipt)
+        op.updated_at = timezone.now()
+        trip = RoundTrip()
+        trip.update(Operation.objects.filter(pk=op.pk), external_status=op.external_status, receipt=op.receipt, updated_at=op.updated_at)
+        _event(op, "observed", trip, external_status=external_status, receipt=receipt)
         # Not a status change: the audit states stay the operation's own, the external ones go in the data.
         audit(
             actor=actor, mission=mission, entity="operation", entity_id=op.pk, action="observe", from_state=op.status,
-            to_state=op.status, key=op.key, external_status_from=previous, external_status=external_status,
+            to_state=op.status, key=op.key, external_status_from=previous, external_status=external_status, trip=trip,
         )
-        state_changed(mission)
-        return op
+        return _save(op, mission, ledger, trip)

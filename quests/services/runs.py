@@ -7,11 +7,13 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from checkpoints.roundtrip import RoundTrip
+
 from quests.models import Mission, MissionStatus, Run, StopReason
 from quests.services import idempotency, machine, pending
-from quests.services.access import get_for
+from quests.services.access import get_for, visible
 from quests.services.audit import SYSTEM, Actor, audit
-from quests.services.errors import Conflict, run_ended
+from quests.services.errors import Conflict, NotFound, run_ended
 from quests.services.locking import fence, lock_mission, lock_run
 from quests.services.savestate import take_checkpoint
 
@@ -49,11 +51,12 @@ def run_start(*, actor: Actor, mission_id: int, agent: str = "", key: str | None
                 status=mission.status,
             )
         mission.run_count += 1
-        mission.save(update_fields=["run_count"])
         now = timezone.now()
         run = Run.objects.create(
             mission=mission, number=mission.run_count, agent=agent, token=actor.token, started_at=now, heartbeat_at=now
         )
+        mission.active_run = run
+        mission.save(update_fields=["run_count", "active_run"])
         machine.transition(mission, event="start_run", to=MissionStatus.RUNNING, actor=actor)
         audit(actor=actor, mission=mission, entity="run", entity_id=run.pk, action="start", to_state="active")
         idempotency.remember(owner=mission.owner, scope=scope, key=key, body=body, object_id=run.pk)
@@ -61,13 +64,19 @@ def run_start(*, actor: Actor, mission_id: int, agent: str = "", key: str | None
 
 
 def run_heartbeat(*, actor: Actor, run_id: int) -> Run:
-    run = get_for(actor, Run, run_id)
-    # A compare-and-set on the run row alone: a heartbeat never needs the mission's lock, and
-    # it can never revive a run that a pause or a sweep has just ended.
-    if not Run.objects.filter(pk=run.pk, ended_at__isnull=True).update(heartbeat_at=timezone.now()):
-        run.refresh_from_db()
+    """One round trip: a compare-and-set on the run row alone, and the run read back. A heartbeat
+    never needs the mission's lock, and it can never revive a run that a pause or a sweep has
+    just ended."""
+    runs = visible(actor, Run).filter(pk=run_id)
+    trip = RoundTrip()
+    beat = trip.update(Run.objects.filter(pk__in=runs.values("pk"), ended_at__isnull=True), heartbeat_at=timezone.now())
+    read = trip.select(runs)
+    trip.run()
+    if not read.rows:
+        raise NotFound(f"No run with id {run_id}.")
+    run = read.rows[0]
+    if not beat.count:
         raise run_ended(run.stop_reason)
-    run.refresh_from_db()
     return run
 
 
@@ -86,6 +95,9 @@ def run_end(
     """End an active run and move its (locked) mission. Every end of a run writes a `stop`
     checkpoint unless the act that ended it writes its own (`checkpoint=False`)."""
     run.stop_detail = detail
+    if mission.active_run_id == run.pk:
+        mission.active_run = None
+        Mission.objects.filter(pk=mission.pk).update(active_run=None)
     machine.transition(mission, event=event, to=to, actor=actor, stop_reason=stop_reason, detail=detail, retry_at=retry_at)
     machine.move(run, event="end", to=stop_reason, actor=actor, mission=mission, fields=("stop_detail",))
     if to in (MissionStatus.COMPLETED, MissionStatus.CANCELLED):
@@ -99,7 +111,7 @@ def run_stop(
 ) -> Run:
     with transaction.atomic():
         run, mission = lock_run(actor, run_id)
-        fence(run)
+        fence(run, mission)
         event, to = machine.STOP_EVENTS[reason]
         run_end(mission, run, event=event, to=to, stop_reason=reason, detail=detail, retry_at=retry_at, actor=actor)
         return run

@@ -1,13 +1,32 @@
-"""Gathers a mission's save state from both layers and writes it as a checkpoint."""
+"""A mission's save state: its state document, kept current section by section, and written as
+checkpoints.
 
+The state document has one section per kind of thing the next run needs (constraints, decisions,
+notes, the operation ledger, …). Each section is stored as its own content-addressed blob, so a
+checkpoint is a map of refs. Rebuilding every section from its table on every checkpoint made a
+checkpoint cost as much as the whole mission; instead the mission row keeps the document *as it is
+now* (`Mission.state_refs`), and each service that changes a section refreshes that section only,
+in the same transaction (`read_sections` + `apply_sections`, or `sections_refresh`). A checkpoint
+then costs its agent-state parts plus a copy of the current refs. The sections changed since the
+last checkpoint wait in `Mission.state_pending` as canonical JSON until a checkpoint stores them.
+
+`state_document` is the full rebuild, straight from the tables: the current document must always
+equal it (tests/test_properties_savestate.py checks that after random sequences of changes).
+
+Two sections are made from the mission row itself when a checkpoint is written: `mission` (its
+title, status, …) and `archive` (how much compaction has moved out of active state)."""
+
+from collections.abc import Iterable
 from typing import Any
 
 from django.conf import settings
-from django.db.models import Max
+from django.db.models import Count, Max, Q, QuerySet, Subquery, Sum
+from django.utils import timezone
 
 from checkpoints import compaction, services as storage
-from checkpoints.models import DURABLE_RECORD_KINDS, Checkpoint, Operation, Record, RecordKind
-from quests.models import Approval, Mission, Milestone, Run
+from checkpoints.models import Checkpoint, Operation, Record, RecordKind, Trigger
+from checkpoints.roundtrip import RoundTrip, Selected
+from quests.models import Approval, Constraint, Mission, Milestone, Run
 from quests.schemas import ApprovalOut, MilestoneOut, MissionSummaryOut, OperationOut, dump
 
 # The document leaves out when a row was made or last changed: only what the next run needs.
@@ -19,61 +38,198 @@ DURABLE_SECTIONS = {
     RecordKind.BLOCKER: "blockers",
     RecordKind.DEPENDENCY: "dependencies",
 }
+RECORD_SECTIONS = {
+    **DURABLE_SECTIONS,
+    RecordKind.EVIDENCE: "evidence",
+    RecordKind.NOTE: "notes",
+    RecordKind.TOOL_OUTPUT: "tool_outputs",
+}
+# The sections kept current by the services; `mission` and `archive` come from the mission row.
+SECTIONS = ("constraints", *RECORD_SECTIONS.values(), "milestones", "approvals", "operations")
+LEDGER = ("operations",)
+REVIEWS = ("milestones", "approvals")
+ZERO_TOTAL = {"notes": 0, "tool_outputs": 0, "bytes": 0}
+_RECORD_COLUMNS = ("id", "kind", "text", "data", "blob_id", "size_bytes")
 
 
-def state_document(mission: Mission) -> tuple[dict[str, Any], dict[str, Any], int]:
-    """The save state a checkpoint holds, by section, plus its compaction report and the highest
-    record id it saw. The caller holds the mission's row lock: compaction archives as it goes.
-
-    Pinned sections (constraints, approvals, decisions, open questions, blockers, dependencies)
-    are kept whole. Notes beyond the newest N move to archived blobs; raw tool outputs were
-    archived when recorded. Both stay in active state only as a reference and a preview, and the
-    compaction report says what was archived and how many bytes."""
+def _section_rows(mission_id: int, name: str) -> QuerySet:
+    """What a section is made of, read straight from its table."""
     keep = settings.QUESTLOG_ACTIVE_NOTES
-    parent = mission.head_checkpoint
-    previous = (parent.compaction_report or {}) if parent else {}
-    archived = compaction.notes_archive(
-        mission_id=mission.pk,
-        keep=keep,
-        preview_chars=settings.QUESTLOG_PREVIEW_CHARS,
-        since_cutoff=int(previous.get("note_cutoff") or 0),
-    )
-    # Plain rows rather than model instances: a snapshot reads these on every change.
-    columns = ("id", "kind", "text", "data", "blob_id", "size_bytes")
-    pinned = list(Record.objects.live().filter(mission=mission, kind__in=[*DURABLE_RECORD_KINDS, RecordKind.EVIDENCE]).values(*columns))
-    notes = archived.kept_notes
-    tool_outputs = list(Record.objects.live().filter(mission=mission, kind=RecordKind.TOOL_OUTPUT).order_by("-id").values(*columns)[:keep])[::-1]
-    doc: dict[str, Any] = {
-        "mission": dump(MissionSummaryOut, mission, exclude={"id"}),
-        "constraints": list(mission.constraints.filter(retired_at__isnull=True).order_by("id").values("id", "text", "source")),
-        "evidence": [_record_ref(r) for r in pinned if r["kind"] == RecordKind.EVIDENCE],
-        "notes": [{"id": r.pk, "text": r.text} for r in notes],
-        "tool_outputs": [_record_ref(r) for r in tool_outputs],
-        "milestones": [dump(MilestoneOut, m, exclude=TIMES) for m in Milestone.objects.filter(mission=mission)],
-        "approvals": [dump(ApprovalOut, a, exclude=TIMES) for a in Approval.objects.filter(mission=mission)],
-        "operations": [dump(OperationOut, op, exclude=TIMES) for op in Operation.objects.filter(mission=mission)],
-    }
-    for kind, section in DURABLE_SECTIONS.items():
-        doc[section] = [{"id": r["id"], "text": r["text"], "data": r["data"]} for r in pinned if r["kind"] == kind]
-    new_tool_outputs = compaction.tool_outputs_since(
-        mission_id=mission.pk, after_id=parent.record_watermark if parent else 0, newest=tool_outputs, limit=keep
-    )
-    kept = {"notes": len(notes), "tool_outputs": len(tool_outputs), **{s: len(doc[s]) for s in DURABLE_SECTIONS.values()}}
-    kept["constraints"] = len(doc["constraints"])
-    kept["approvals"] = len(doc["approvals"])
-    report = compaction.report(previous=previous, archived=archived, new_tool_outputs=new_tool_outputs, kept=kept)
-    # The next run learns that more exists than it sees, and where to find it.
-    doc["archive"] = report["archived_total"]
-    # Any record this mission gets later has a higher id than every id handed out so far (its
-    # writers hold the mission lock, which the caller holds), so the table's highest id is a
-    # valid watermark, read from the primary key index at a cost that does not grow.
-    watermark = Record.objects.aggregate(m=Max("id"))["m"] or 0
-    return doc, report, watermark
+    if name == "constraints":
+        return Constraint.objects.filter(mission_id=mission_id, retired_at__isnull=True).order_by("id").values("id", "text", "source")
+    if name == "milestones":
+        return Milestone.objects.filter(mission_id=mission_id).order_by("id")
+    if name == "approvals":
+        return Approval.objects.filter(mission_id=mission_id).order_by("id")
+    if name == "operations":
+        return Operation.objects.filter(mission_id=mission_id).order_by("id")
+    kind = next(k for k, section in RECORD_SECTIONS.items() if section == name)
+    live = Record.objects.live().filter(mission_id=mission_id, kind=kind)
+    if kind == RecordKind.NOTE:
+        # The newest N notes not yet archived (one more, to see whether older ones wait for the
+        # archive pass); older notes are in the archive, not in active state.
+        return live.filter(archived=False).order_by("-id").values(*_RECORD_COLUMNS)[: keep + 1]
+    if kind == RecordKind.TOOL_OUTPUT:
+        return live.order_by("-id").values(*_RECORD_COLUMNS)[:keep]
+    return live.order_by("id").values(*_RECORD_COLUMNS)
+
+
+def _section_value(name: str, rows: list[Any]) -> list[Any]:
+    if name == "constraints":
+        return [dict(row) for row in rows]
+    if name == "milestones":
+        return [dump(MilestoneOut, m, exclude=TIMES) for m in rows]
+    if name == "approvals":
+        return [dump(ApprovalOut, a, exclude=TIMES) for a in rows]
+    if name == "operations":
+        return [dump(OperationOut, op, exclude=TIMES) for op in rows]
+    if name == "notes":
+        return [{"id": r["id"], "text": r["text"]} for r in rows[: settings.QUESTLOG_ACTIVE_NOTES]][::-1]
+    if name == "tool_outputs":
+        return [_record_ref(r) for r in rows][::-1]
+    if name == "evidence":
+        return [_record_ref(r) for r in rows]
+    return [{"id": r["id"], "text": r["text"], "data": r["data"]} for r in rows]
 
 
 def _record_ref(row: dict[str, Any]) -> dict[str, Any]:
     return {"id": row["id"], "preview": row["text"], "blob": row["blob_id"], "size_bytes": row["size_bytes"]}
 
+
+def _archive_counts(mission_id: int) -> QuerySet:
+    """What compaction has moved out of active state on the mission's live branch: archived notes
+    and raw tool outputs (archived when recorded), with their bytes."""
+    moved = Q(kind=RecordKind.NOTE, archived=True) | Q(kind=RecordKind.TOOL_OUTPUT)
+    return Record.objects.filter(moved, mission_id=mission_id, abandoned=False).values("mission_id").annotate(
+        notes=Count("pk", filter=Q(kind=RecordKind.NOTE)),
+        tool_outputs=Count("pk", filter=Q(kind=RecordKind.TOOL_OUTPUT)),
+        bytes=Sum("size_bytes"),
+        watermark=Max("pk"),
+    )
+
+
+# --- The current document, kept up to date -------------------------------------------------------
+
+def sections_for_record(kind: str, *, resolves: bool = False) -> tuple[str, ...]:
+    """The sections a new record changes: its own, and any record section when it resolves one."""
+    return tuple(RECORD_SECTIONS.values()) if resolves else (RECORD_SECTIONS[kind],)
+
+
+def read_sections(trip: RoundTrip, mission_id: int, names: Iterable[str]) -> dict[str, Selected]:
+    """Add the reads of `names` to `trip`; pass the result to `apply_sections` once it has run."""
+    return {name: trip.select(_section_rows(mission_id, name)) for name in dict.fromkeys(names)}
+
+
+def apply_sections(mission: Mission, read: dict[str, Selected], *, rows: dict[str, list[Any]] | None = None) -> None:
+    """Make the mission's current document hold these sections as read (or as given in `rows`,
+    for a caller that changed what it read in memory). Saved by `state_changed` or a checkpoint."""
+    report = _report(mission)
+    for name in read.keys() | (rows or {}).keys():
+        found = rows[name] if rows and name in rows else read[name].rows
+        value = _section_value(name, found)
+        content = storage.canonical_json(value)
+        mission.state_refs[name] = storage.sha256_hex(content)
+        mission.state_pending[name] = content.decode()
+        report["sizes"][name] = len(content)
+        report["kept"][name] = len(value)
+        if name == "notes":
+            report["archive_due"] = len(found) > settings.QUESTLOG_ACTIVE_NOTES
+
+
+def sections_refresh(mission: Mission, names: Iterable[str] = SECTIONS, *, recount: bool = False) -> None:
+    """Read and apply sections in one round trip; `recount` also recounts the archive totals and the
+    record watermark from the tables (after a restore, or for a mission never built)."""
+    trip = RoundTrip()
+    read = read_sections(trip, mission.pk, names)
+    counts = trip.select(_archive_counts(mission.pk)) if recount else None
+    trip.run()
+    apply_sections(mission, read)
+    if counts is not None:
+        row = counts.rows[0] if counts.rows else {}
+        report = _report(mission)
+        report["archived_total"] = {"notes": row.get("notes", 0), "tool_outputs": row.get("tool_outputs", 0), "bytes": row.get("bytes") or 0}
+        watermark = Record.objects.filter(mission_id=mission.pk).aggregate(m=Max("pk"))["m"] or 0
+        report["watermark"] = watermark
+        report["since"] = {"tool_outputs": 0, "bytes": 0}
+
+
+def ensure_current(mission: Mission) -> None:
+    """Build the current document of a mission that has none yet (one written before it was kept)."""
+    if not mission.state_refs:
+        sections_refresh(mission, recount=True)
+
+
+def state_rebuild(mission_id: int) -> Mission:
+    """Rebuild a mission's current document from its tables and save it (the caller holds the lock)."""
+    mission = Mission.objects.get(pk=mission_id)
+    mission.state_refs, mission.state_pending, mission.state_report = {}, {}, {}
+    sections_refresh(mission, recount=True)
+    Mission.objects.filter(pk=mission.pk).update(**current_fields(mission))
+    return mission
+
+
+def current_fields(mission: Mission) -> dict[str, Any]:
+    """The mission's current-document columns, for an update."""
+    return {"state_refs": mission.state_refs, "state_pending": mission.state_pending, "state_report": mission.state_report}
+
+
+def record_added(mission: Mission, record: Record) -> None:
+    """Count a new record into the archive totals and the watermark (its section is refreshed by
+    the caller): a raw tool output is archived the moment it is recorded."""
+    report = _report(mission)
+    report["watermark"] = max(report["watermark"], record.pk)
+    if record.kind == RecordKind.TOOL_OUTPUT:
+        for counter in (report["archived_total"], report["since"]):
+            counter["tool_outputs"] += 1
+            counter["bytes"] += record.size_bytes
+
+
+def _report(mission: Mission) -> dict[str, Any]:
+    report = mission.state_report
+    report.setdefault("archived_total", dict(ZERO_TOTAL))
+    report.setdefault("since", {"tool_outputs": 0, "bytes": 0})
+    report.setdefault("kept", {})
+    report.setdefault("sizes", {})
+    report.setdefault("note_cutoff", 0)
+    report.setdefault("archive_due", False)
+    report.setdefault("watermark", 0)
+    return report
+
+
+# --- The full rebuild -------------------------------------------------------------------------------
+
+def state_document(mission: Mission) -> dict[str, Any]:
+    """The state document rebuilt from the tables, with no side effect: what the current document
+    must equal at every moment."""
+    trip = RoundTrip()
+    read = read_sections(trip, mission.pk, SECTIONS)
+    counts = trip.select(_archive_counts(mission.pk))
+    trip.run()
+    document = {name: _section_value(name, step.rows) for name, step in read.items()}
+    row = counts.rows[0] if counts.rows else {}
+    document["archive"] = {"notes": row.get("notes", 0), "tool_outputs": row.get("tool_outputs", 0), "bytes": row.get("bytes") or 0}
+    document["mission"] = _mission_section(mission)
+    return document
+
+
+def _mission_section(mission: Mission) -> dict[str, Any]:
+    return dump(MissionSummaryOut, mission, exclude={"id"})
+
+
+def current_document(mission: Mission) -> tuple[dict[str, str], dict[str, bytes]]:
+    """The current document as refs, with the contents of the sections not stored yet."""
+    ensure_current(mission)
+    report = _report(mission)
+    refs = dict(mission.state_refs)
+    contents = {refs[name]: text.encode() for name, text in mission.state_pending.items() if name in refs}
+    for name, value in (("mission", _mission_section(mission)), ("archive", report["archived_total"])):
+        content = storage.canonical_json(value)
+        refs[name] = storage.sha256_hex(content)
+        contents[refs[name]] = content
+    return dict(sorted(refs.items())), contents
+
+
+# --- Checkpoints ------------------------------------------------------------------------------------
 
 def take_checkpoint(
     mission: Mission,
@@ -82,46 +238,134 @@ def take_checkpoint(
     run: Run | None = None,
     agent_state: dict[str, Any] | None = None,
     note: str = "",
+    trip: RoundTrip | None = None,
+    guarded: bool = False,
 ) -> Checkpoint:
-    """Write a checkpoint of the mission (whose row the caller holds locked) and move its head."""
-    return _write(mission, state_document(mission), trigger=trigger, run=run, agent_state=agent_state, note=note)
+    """Write a checkpoint of the mission (whose row the caller holds locked) and move its head.
+
+    The agent's checkpoints and background snapshots copy the current document. The system's
+    own (a stop, an approval, a milestone, a restore) come after changes made by the people-side
+    services and rebuild every section first, so they never depend on a section being refreshed.
+    With `trip`, the final statements are added to it and the caller runs it (see
+    `checkpoints.services.checkpoint_write`)."""
+    if trigger not in (Trigger.AGENT, Trigger.BACKGROUND):
+        sections_refresh(mission, recount=not mission.state_refs)
+    return _write(mission, trigger=trigger, run=run, agent_state=agent_state, note=note, trip=trip, guarded=guarded)
 
 
 def take_checkpoint_if_changed(mission: Mission, *, trigger: str) -> Checkpoint | None:
     """A system checkpoint carrying the head's agent state, unless its content hash would equal
     the head's: then nothing is written (a snapshot of unchanged state is no snapshot)."""
-    document = state_document(mission)
-    head = mission.head_checkpoint
-    if head is not None:
-        refs = {key: storage.sha256_hex(storage.canonical_json(value)) for key, value in document[0].items()}
+    archived = _notes_archive(mission) if _report(mission)["archive_due"] else None
+    head = head_of(mission)
+    if head is not None and not (archived and archived.note_ids):
+        refs, _ = current_document(mission)
         if storage.document_hash(refs, head.agent_state_refs) == head.hash:
             return None
-    return _write(mission, document, trigger=trigger)
+    return _write(mission, trigger=trigger, archived=archived)
+
+
+def head_of(mission: Mission) -> Checkpoint | None:
+    """The mission's head checkpoint as its locked row names it now. A head read along with the
+    lock (select_related) can be a moment old when another writer moved the head meanwhile: the
+    locked row is re-read then, a joined one is not."""
+    if mission.head_checkpoint_id is None:
+        return None
+    cached = Mission._meta.get_field("head_checkpoint").get_cached_value(mission, default=None)
+    if cached is not None and cached.pk == mission.head_checkpoint_id:
+        return cached
+    head = Checkpoint.objects.get(pk=mission.head_checkpoint_id)
+    mission.head_checkpoint = head
+    return head
+
+
+def checkpoint_id_of(mission: Mission, seq: int) -> Subquery:
+    """The id of the mission's checkpoint number `seq`, for a statement in the same round trip as
+    the insert that creates it."""
+    return Subquery(Checkpoint.objects.filter(mission_id=mission.pk, seq=seq).values("pk")[:1])
 
 
 def _write(
     mission: Mission,
-    document: tuple[dict[str, Any], dict[str, Any], int],
     *,
     trigger: str,
     run: Run | None = None,
     agent_state: dict[str, Any] | None = None,
     note: str = "",
+    trip: RoundTrip | None = None,
+    guarded: bool = False,
+    archived: "compaction.Archived | None" = None,
 ) -> Checkpoint:
-    state, report, watermark = document
+    if archived is None and _report(mission)["archive_due"]:
+        archived = _notes_archive(mission)
+    refs, contents = current_document(mission)
+    report = _report(mission)
+    sizes = {**report["sizes"], **{name: len(contents[sha]) for name, sha in refs.items() if name in ("mission", "archive")}}
+    compaction_report = compaction.report(
+        archived=archived or compaction.NOTHING_ARCHIVED,
+        tool_outputs=(report["since"]["tool_outputs"], report["since"]["bytes"]),
+        total=report["archived_total"],
+        kept=_kept(report),
+        note_cutoff=report["note_cutoff"],
+    )
+    own = trip is None
+    trip = trip or RoundTrip()
+    seq = mission.next_checkpoint_seq
     checkpoint = storage.checkpoint_write(
         mission_id=mission.pk,
         run_id=run.pk if run else None,
-        parent=mission.head_checkpoint,
-        seq=mission.next_checkpoint_seq,
+        parent=head_of(mission) if agent_state is None else None,
+        parent_id=mission.head_checkpoint_id,
+        seq=seq,
         trigger=trigger,
-        state=state,
+        state_refs=refs,
+        state_contents=contents,
+        state_size=sum(sizes.get(name, 0) for name in refs),
         agent_state=agent_state,
-        record_watermark=watermark,
+        record_watermark=report["watermark"],
         note=note,
-        compaction_report=report,
+        compaction_report=compaction_report,
+        extra_blobs=archived.blobs if archived else [],
+        trip=trip,
+        guarded=guarded,
     )
+    if archived is not None:
+        archived.stage_update(trip)
+    report["since"] = {"tool_outputs": 0, "bytes": 0}
+    report["archive_due"] = False
+    mission.state_pending = {}
     mission.head_checkpoint = checkpoint
-    mission.next_checkpoint_seq += 1
-    mission.save(update_fields=["head_checkpoint", "next_checkpoint_seq", "updated_at"])
+    mission.next_checkpoint_seq = seq + 1
+    mission.updated_at = timezone.now()
+    trip.update(
+        Mission.objects.filter(pk=mission.pk),
+        head_checkpoint=checkpoint_id_of(mission, seq),
+        next_checkpoint_seq=mission.next_checkpoint_seq,
+        updated_at=mission.updated_at,
+        **current_fields(mission),
+    )
+    if own:
+        trip.run()
+        mission.head_checkpoint = checkpoint  # now with its id
     return checkpoint
+
+
+def _kept(report: dict[str, Any]) -> dict[str, int]:
+    kept = report["kept"]
+    return {name: kept.get(name, 0) for name in ("notes", "tool_outputs", *DURABLE_SECTIONS.values(), "constraints", "approvals")}
+
+
+def _notes_archive(mission: Mission) -> "compaction.Archived":
+    """Move live notes older than the newest N to blobs (the notes section never held them)."""
+    report = _report(mission)
+    archived = compaction.notes_archive(
+        mission_id=mission.pk,
+        keep=settings.QUESTLOG_ACTIVE_NOTES,
+        preview_chars=settings.QUESTLOG_PREVIEW_CHARS,
+        since_cutoff=int(report["note_cutoff"]),
+    )
+    total = report["archived_total"]
+    total["notes"] += len(archived.note_ids)
+    total["bytes"] += archived.note_bytes
+    report["note_cutoff"] = archived.note_cutoff
+    return archived

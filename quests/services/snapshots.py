@@ -19,19 +19,22 @@ delays a snapshot and never loses one, and a message delivered twice does no har
 import logging
 import uuid
 from datetime import datetime, timedelta
+from collections.abc import Iterable
 from typing import Any
 
 from celery import current_app
 from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.db import transaction
 from django.db.models import F, Min, Q
 from django.utils import timezone
 
 from checkpoints import pruning
+from checkpoints.roundtrip import RoundTrip
 from checkpoints.models import Checkpoint, RetentionPolicy, SnapshotRequest, Trigger
 from quests.models import Hold, Mission, Run
 from quests.services.locking import lock_mission
 from quests.services.runs import stalled_runs
+from quests.services import savestate
 from quests.services.savestate import take_checkpoint_if_changed
 
 logger = logging.getLogger(__name__)
@@ -50,42 +53,48 @@ def _stale_after() -> timedelta:
     return timedelta(seconds=settings.QUESTLOG_SNAPSHOT_STALE_AFTER)
 
 
-def state_changed(mission: Mission) -> None:
-    """Called by every service that changes save state: bumps the mission's state version (the
-    background snapshot uses it to skip no-op work) and asks for a technical snapshot."""
-    Mission.objects.filter(pk=mission.pk).update(state_version=mission.state_version + 1)
+def state_changed(
+    mission: Mission, *, sections: Iterable[str] = savestate.SECTIONS, trip: RoundTrip | None = None
+) -> None:
+    """Called by every service that changes save state, in its transaction, holding the mission's
+    lock. Refreshes the sections it changed (every section unless it names them; none when it
+    applied them itself with `savestate.apply_sections`), bumps the mission's state version (live
+    pages poll it), saves the current document and asks for a technical snapshot. With `trip`
+    the writes join the caller's round trip, which the caller runs."""
+    if sections:
+        savestate.sections_refresh(mission, sections, recount=not mission.state_refs)
+    own = trip is None
+    trip = trip or RoundTrip()
     mission.state_version += 1
-    snapshot_request(mission)
+    trip.update(
+        Mission.objects.filter(pk=mission.pk), state_version=mission.state_version, **savestate.current_fields(mission)
+    )
+    snapshot_request(mission, trip)
+    if own:
+        trip.run()
 
 
-def snapshot_request(mission: Mission) -> None:
-    """Ask for a background snapshot of the mission, inside the caller's transaction.
+def snapshot_request(mission: Mission, trip: RoundTrip) -> None:
+    """Ask for a background snapshot of the mission, inside the caller's transaction (one
+    statement, in the caller's round trip).
 
-    Activity while a request is pending joins it (one cheap query). Otherwise a new request is
-    due QUESTLOG_SNAPSHOT_INTERVAL after the mission's previous claim, so bursts of activity
-    give at most one snapshot per interval, and the first change after a quiet spell is taken
-    at once."""
-    if SnapshotRequest.objects.filter(mission_id=mission.pk, status=PENDING).exists():
-        return
+    Activity while a request is pending joins it: the insert meets the one-pending-request
+    constraint and does nothing. Otherwise a new request is due QUESTLOG_SNAPSHOT_INTERVAL after
+    the mission's previous claim, so bursts of activity give at most one snapshot per interval,
+    and the first change after a quiet spell is taken at once. The message goes out after commit
+    and the request is then marked published (one more statement, once per new request); if
+    publishing fails the sweep publishes it later."""
     now = timezone.now()
     not_before = now
-    last_claim = (
-        SnapshotRequest.objects.filter(mission_id=mission.pk)
-        .exclude(status=PENDING)
-        .order_by("-id")
-        .values_list("claimed_at", flat=True)
-        .first()
-    )
-    if last_claim is not None:
-        not_before = max(now, last_claim + timedelta(seconds=settings.QUESTLOG_SNAPSHOT_INTERVAL))
-    try:
-        # A savepoint: two writers that race past the check above must not break the caller's
-        # transaction; the unique constraint lets one of them win and the other joins it.
-        with transaction.atomic():
-            request = SnapshotRequest.objects.create(mission_id=mission.pk, not_before=not_before)
-    except IntegrityError:
-        return
-    transaction.on_commit(lambda: snapshot_enqueue(request.pk, not_before))
+    if mission.snapshot_claimed_at is not None:
+        not_before = max(now, mission.snapshot_claimed_at + timedelta(seconds=settings.QUESTLOG_SNAPSHOT_INTERVAL))
+    step = trip.insert(SnapshotRequest(mission_id=mission.pk, not_before=not_before), ignore_conflicts=True)
+
+    def publish() -> None:
+        if step.inserted:
+            snapshot_enqueue(step.inserted[0], not_before)
+
+    transaction.on_commit(publish)
 
 
 def snapshot_enqueue(request_id: int, not_before: datetime | None = None) -> bool:
@@ -94,10 +103,10 @@ def snapshot_enqueue(request_id: int, not_before: datetime | None = None) -> boo
     countdown = max(0.0, (not_before - timezone.now()).total_seconds()) if not_before else 0.0
     try:
         current_app.send_task(SNAPSHOT_TASK, args=(request_id,), countdown=countdown or None)
-        SnapshotRequest.objects.filter(pk=request_id).update(enqueued_at=timezone.now())
     except Exception:
         logger.warning("Snapshot request %s not published; the sweep will retry it.", request_id, exc_info=True)
         return False
+    SnapshotRequest.objects.filter(pk=request_id).update(enqueued_at=timezone.now())
     return True
 
 
@@ -127,10 +136,16 @@ def snapshot_take(*, request_id: int) -> str:
             outcome = "taken" if checkpoint else "unchanged"
             # The compare-and-set that closes the claim: if a sweep handed the request to another
             # worker meanwhile (this one was presumed dead), the token differs and this one's
-            # snapshot is rolled back, so the request is carried out once.
-            closed = SnapshotRequest.objects.filter(pk=request_id, status=CLAIMED, claim_token=token).update(
-                status=DONE, completed_at=timezone.now(), checkpoint=checkpoint, outcome=outcome
+            # snapshot is rolled back, so the request is carried out once. The mission keeps the
+            # claim's time: the next request's debounce counts from it.
+            trip = RoundTrip()
+            close = trip.update(
+                SnapshotRequest.objects.filter(pk=request_id, status=CLAIMED, claim_token=token),
+                status=DONE, completed_at=timezone.now(), checkpoint=checkpoint, outcome=outcome,
             )
+            trip.update(Mission.objects.filter(pk=mission.pk), snapshot_claimed_at=now)
+            trip.run()
+            closed = close.count
             if not closed:
                 raise _ClaimLost
     except _ClaimLost:

@@ -1,0 +1,158 @@
+"""Query budgets of the agent's hot path, through the API with token auth (issue 10).
+
+Each call is measured against a mission that holds a few objects and against one that holds
+1,000 live records (and hundreds of operations, milestones and approvals): the budget must hold
+at both sizes, so the cost of a call never grows with what the mission holds. The tests run
+outside a test-wide transaction, so the count is what production sends: every statement but the
+BEGIN and COMMIT that psycopg issues itself."""
+
+import uuid
+from contextlib import contextmanager
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
+
+from checkpoints.models import Operation, Record, RecordKind
+from quests.models import Approval, Milestone, Mission
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+BUDGETS = {
+    "heartbeat": 2,
+    "record": 5,
+    "operation_plan": 5,
+    "operation_attempt": 5,
+    "operation_complete": 5,
+    "operation_fail": 5,
+    "checkpoint": 6,
+    "resume": 8,
+    "run_start": 10,
+}
+AGENT_STATE = {f"k{i:02d}": {"text": "x" * 480, "n": i} for i in range(20)}
+
+
+def key() -> str:
+    return str(uuid.uuid4())
+
+
+def fill(mission: Mission, run_id: int, live_records: int) -> None:
+    """Give the mission `live_records` live records of every kind and a ledger, milestones and
+    approvals in proportion, written in bulk; then rebuild its save state the slow, full way so
+    the incremental path starts from the truth."""
+    from quests.services.savestate import state_rebuild
+
+    kinds = [RecordKind.DECISION, RecordKind.NOTE, RecordKind.EVIDENCE, RecordKind.OPEN_QUESTION, RecordKind.TOOL_OUTPUT]
+    Record.objects.bulk_create(
+        Record(mission=mission, run_id=run_id, kind=kinds[i % len(kinds)], text=f"record {i} " + "y" * 100)
+        for i in range(live_records)
+    )
+    extra = live_records // 5
+    Operation.objects.bulk_create(
+        Operation(mission=mission, run_id=run_id, key=f"op-{i}", request_hash="0" * 64, kind="email.send", target=f"t{i}", status="completed")
+        for i in range(extra)
+    )
+    Milestone.objects.bulk_create(
+        Milestone(mission=mission, kind="research_complete", title=f"Step {i}", review_status="approved") for i in range(extra // 4)
+    )
+    now = timezone.now()
+    Approval.objects.bulk_create(
+        Approval(mission=mission, action=f"action {i}", status="approved", decided_at=now) for i in range(extra // 4)
+    )
+    state_rebuild(mission.pk)
+
+
+@pytest.fixture(params=[10, 1000], ids=["10-records", "1000-records"])
+def working(request, agent, mission, run):
+    """A running mission holding `param` live records; returns (agent, mission id, run id)."""
+    fill(Mission.objects.get(pk=mission["id"]), run["id"], request.param)
+    # Warm the path once (first-use work such as a snapshot request is part of any busy run).
+    assert agent.post(f"runs/{run['id']}/checkpoints", {"agent_state": AGENT_STATE, "key": key()}).status_code == 201
+    return agent, mission["id"], run["id"]
+
+
+TRANSACTION_STATEMENTS = ("BEGIN", "COMMIT", "ROLLBACK", "SAVEPOINT", "RELEASE SAVEPOINT")
+
+
+@pytest.fixture
+def django_assert_max_num_queries():
+    """pytest-django's fixture of that name, counting what the issue counts: every statement
+    but the transaction's own (Django logs BEGIN and COMMIT as queries too)."""
+
+    @contextmanager
+    def at_most(budget: int):
+        with CaptureQueriesContext(connection) as captured:
+            yield captured
+        statements = [q["sql"] for q in captured.captured_queries if not q["sql"].startswith(TRANSACTION_STATEMENTS)]
+        listing = "\n".join(f"{n}. {sql[:400]}" for n, sql in enumerate(statements, 1))
+        assert len(statements) <= budget, f"{len(statements)} queries, budget {budget}:\n{listing}"
+
+    return at_most
+
+
+def within(budget_name: str, django_assert_max_num_queries, call):
+    with django_assert_max_num_queries(BUDGETS[budget_name]):
+        response = call()
+    assert response.status_code < 300, response.content
+    return response.json()
+
+
+def test_heartbeat(working, django_assert_max_num_queries):
+    agent, _, run_id = working
+    within("heartbeat", django_assert_max_num_queries, lambda: agent.post(f"runs/{run_id}/heartbeat"))
+
+
+def test_record(working, django_assert_max_num_queries):
+    agent, _, run_id = working
+    for kind in ("decision", "note", "tool_output", "evidence"):
+        within("record", django_assert_max_num_queries, lambda: agent.post(
+            f"runs/{run_id}/records", {"kind": kind, "text": f"a {kind}", "key": key()}
+        ))
+
+
+def test_operation_lifecycle(working, django_assert_max_num_queries):
+    agent, _, run_id = working
+    for outcome in ("complete", "fail"):
+        op = within("operation_plan", django_assert_max_num_queries, lambda: agent.post(
+            f"runs/{run_id}/operations",
+            {"key": f"send-{outcome}-{key()}", "kind": "email.send", "target": "client@example.com", "request": {"subject": "Hi"}},
+        ))
+        within("operation_attempt", django_assert_max_num_queries, lambda: agent.post(f"operations/{op['id']}/attempt"))
+        body = {"external_id": "msg-1", "external_status": "sent", "receipt": {"ok": True}} if outcome == "complete" else {"error": "SMTP 451", "retryable": True}
+        within(f"operation_{outcome}", django_assert_max_num_queries, lambda: agent.post(f"operations/{op['id']}/{outcome}", body))
+
+
+def test_checkpoint(working, django_assert_max_num_queries):
+    agent, _, run_id = working
+    for i in range(3):
+        state = {**AGENT_STATE, "k00": {"text": f"changed {i}", "n": i}}
+        within("checkpoint", django_assert_max_num_queries, lambda: agent.post(
+            f"runs/{run_id}/checkpoints", {"agent_state": state, "key": key()}
+        ))
+
+
+def test_checkpoint_after_other_changes(working, django_assert_max_num_queries):
+    """The checkpoint's cost does not depend on what changed since the previous one."""
+    agent, _, run_id = working
+    agent.post(f"runs/{run_id}/records", {"kind": "decision", "text": "Use the lake venue", "key": key()})
+    agent.post(f"runs/{run_id}/records", {"kind": "note", "text": "Called the venue", "key": key()})
+    agent.post(f"runs/{run_id}/operations", {"key": key(), "kind": "email.send", "target": "a@example.com", "request": {}})
+    within("checkpoint", django_assert_max_num_queries, lambda: agent.post(
+        f"runs/{run_id}/checkpoints", {"agent_state": AGENT_STATE, "key": key()}
+    ))
+
+
+def test_resume(working, django_assert_max_num_queries):
+    agent, mission_id, _ = working
+    bundle = within("resume", django_assert_max_num_queries, lambda: agent.get(f"missions/{mission_id}/resume"))
+    assert bundle["checkpoint"]["agent_state"] == AGENT_STATE
+
+
+def test_run_start(working, django_assert_max_num_queries):
+    agent, mission_id, run_id = working
+    agent.post(f"runs/{run_id}/stop", {"reason": "blocked_external", "detail": "CRM down"})
+    answer = within("run_start", django_assert_max_num_queries, lambda: agent.post(
+        f"missions/{mission_id}/runs", {"agent": "test", "key": key()}
+    ))
+    assert answer["resume"]["checkpoint"]["agent_state"] == AGENT_STATE
