@@ -9,19 +9,20 @@ import os
 import signal
 import subprocess
 import sys
-import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
+import redis
 from django.conf import settings as django_settings
 from django.db import connection
 
 from config.celery import app as celery_app
 from config.database import database_settings, is_celery_process
 from quests.services.tokens import token_create
-from tests.test_celery_worker import database_url, free_port, wait_for
+from tests.test_celery_worker import Process, database_url, free_port, wait_for
 
 ROOT = Path(__file__).resolve().parent.parent
 PG = "postgres://u:p@127.0.0.1:5432/questlog"
@@ -233,3 +234,32 @@ def test_make_serve_runs_on_the_embedded_defaults(tmp_path, servers):
     # DEBUG is off by default: an unknown page is the plain 404, not Django's debug page.
     missing = httpx.get(server.url + "/no-such-page/", timeout=10)
     assert missing.status_code == 404 and "URLconf" not in missing.text
+
+
+@pytest.mark.slow
+@pytest.mark.django_db(transaction=True)
+def test_a_prefork_worker_keeps_one_connection_across_tasks_and_never_pools(tmp_path):
+    broker = redis.Redis.from_url(django_settings.CELERY_BROKER_URL)
+    broker.flushdb()  # no other test's messages: every task below is ours
+    cmd = [
+        sys.executable, "-m", "celery", "-A", "config", "worker", "-Q", "maintenance",
+        "--pool", "prefork", "--concurrency", "1", "-n", f"serve-{uuid.uuid4().hex[:8]}@%h",
+        "--without-gossip", "--without-mingle", "--without-heartbeat", "--loglevel", "INFO",
+    ]  # fmt: skip
+    # A pool size in its environment must not give the forked child a pool (it would open two).
+    worker = Process("worker", cmd, tmp_path, QUESTLOG_DB_POOL_SIZE="2", QUESTLOG_DB_POOL_MIN_SIZE="2")
+    try:
+        worker.wait_for_output(" ready.")
+
+        def sweep(count: int) -> None:
+            celery_app.send_task("quests.tasks.snapshots_sweep_task")
+            wait_for(lambda: worker.output().count("succeeded") >= count, 30, f"task {count}")
+
+        sweep(1)
+        first = server_backends()
+        for count in range(2, 5):
+            sweep(count)
+        assert len(first) == 1 and server_backends() == first
+    finally:
+        worker.stop()
+        broker.flushdb()
