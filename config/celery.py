@@ -19,7 +19,11 @@ app.autodiscover_tasks(["quests.retention"])
 
 @signals.task_prerun.connect
 @signals.task_postrun.connect
-def close_old_connections(**kwargs) -> None:
+def close_old_connections(sender=None, **kwargs) -> None:
+    # A task applied eagerly runs inside its caller (a request, a test), perhaps in a transaction:
+    # its connection is the caller's to manage.
+    if getattr(getattr(sender, "request", None), "is_eager", False):
+        return
     from django.db import close_old_connections
 
     close_old_connections()

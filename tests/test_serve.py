@@ -107,6 +107,17 @@ def test_celery_workers_reuse_connections_instead_of_closing_them_around_every_t
     assert celery_app.conf.get("CELERY_DB_REUSE_MAX") >= 100
 
 
+@pytest.mark.django_db
+def test_a_task_applied_eagerly_leaves_its_callers_connection_and_transaction_alone():
+    from quests.tasks import snapshots_sweep_task
+
+    with connection.cursor():
+        pass
+    before = connection.connection
+    snapshots_sweep_task.apply().get()  # inside the test's transaction, as inside a request's
+    assert connection.connection is before and connection.in_atomic_block
+
+
 # --- the web server -------------------------------------------------------------------------------
 
 
