@@ -19,7 +19,7 @@ app.autodiscover_tasks(["quests.retention"])
 
 @signals.task_prerun.connect
 @signals.task_postrun.connect
-def close_old_connections(sender=None, **kwargs) -> None:
+def connections_around_task(sender=None, **kwargs) -> None:
     # A task applied eagerly runs inside its caller (a request, a test), perhaps in a transaction:
     # its connection is the caller's to manage.
     if getattr(getattr(sender, "request", None), "is_eager", False):
