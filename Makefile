@@ -4,7 +4,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 export QUESTLOG_DATA_DIR ?= $(CURDIR)/var
 
-.PHONY: install run test test-fast bench demo screenshots migrate worker beat clean
+.PHONY: install run serve test test-fast bench demo screenshots migrate worker beat clean
 
 install: $(STAMP)
 
@@ -21,6 +21,11 @@ migrate: install
 # Web server, Celery worker and beat together, on the embedded defaults (SQLite + filesystem broker).
 run: migrate
 	$(PY) manage.py questlog_dev
+
+# The production web server: migrate, then gunicorn (config/gunicorn.py: QUESTLOG_BIND, QUESTLOG_WEB_*)
+# with DEBUG off unless DJANGO_DEBUG says otherwise; run `make worker` and `make beat` beside it.
+serve: install
+	PYTHON=$(PY) scripts/serve
 
 # The suite runs against real PostgreSQL and Redis (concurrency is proven there, not mocked);
 # scripts/ensure-services starts or installs them when they are missing. It runs in TEST_WORKERS

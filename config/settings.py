@@ -7,7 +7,7 @@ import os
 from datetime import timedelta
 from pathlib import Path
 
-import dj_database_url
+from config.database import default_database
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -80,19 +80,9 @@ TEMPLATES = [
     },
 ]
 
-# SQLite as the embedded default is set up for a web server and a worker writing at once:
-# WAL lets readers proceed during a write, IMMEDIATE takes the write lock at BEGIN (so two writers
-# queue instead of failing on lock upgrade), and the busy timeout makes the queue wait.
-_default_sqlite = f"sqlite:///{DATA_DIR / 'questlog.sqlite3'}"
-DATABASES = {"default": dj_database_url.parse(os.environ.get("DATABASE_URL", _default_sqlite), conn_max_age=0)}
-if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
-    DATABASES["default"]["OPTIONS"] = {
-        "transaction_mode": "IMMEDIATE",
-        "timeout": 20,
-        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON;",
-    }
-else:
-    DATABASES["default"].setdefault("TEST", {})
+# SQLite in the data dir by default; PostgreSQL keeps its connections (persistent, or a psycopg pool
+# when QUESTLOG_DB_POOL_SIZE > 0): see config/database.py.
+DATABASES = {"default": default_database(os.environ, f"sqlite:///{DATA_DIR / 'questlog.sqlite3'}")}
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 

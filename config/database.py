@@ -1,0 +1,71 @@
+"""How each process talks to the database: the `default` entry of DATABASES, built from the
+environment by one function so that tests can check it without reloading Django.
+
+PostgreSQL connections are expensive to open (a new backend process, authentication, several
+round trips): opening one per request measured at half the throughput of reusing them. So every
+process keeps its connections, either as Django's persistent connections (one per thread, closed
+after QUESTLOG_DB_CONN_MAX_AGE seconds or when a health check at the start of a request or task
+finds it broken) or, when QUESTLOG_DB_POOL_SIZE > 0, as a psycopg pool per process that the threads
+share (the pool checks a connection before handing it out).
+
+Celery's prefork workers fork after the settings are loaded, and a pool (its sockets and its
+threads) must not cross a fork; Celery's Django fixup also closes the pool around every task, which
+would open a fresh pool per task. Celery processes therefore never pool: they use persistent
+connections with health checks (see config/celery.py).
+"""
+
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+
+import dj_database_url
+
+
+def env_int(environ: Mapping[str, str], name: str, default: int) -> int:
+    value = environ.get(name)
+    return int(value) if value not in (None, "") else default
+
+
+def is_celery_process(argv: list[str]) -> bool:
+    """`celery …` and `python -m celery …` (argv[0] is then celery/__main__.py)."""
+    if not argv:
+        return False
+    program = Path(argv[0])
+    return program.name == "celery" or (program.name == "__main__.py" and program.parent.name == "celery")
+
+
+def database_settings(environ: Mapping[str, str], default_url: str, *, may_pool: bool) -> dict:
+    config = dj_database_url.parse(environ.get("DATABASE_URL") or default_url, conn_max_age=0)
+    if config["ENGINE"] == "django.db.backends.sqlite3":
+        # SQLite as the embedded default is set up for a web server and a worker writing at once:
+        # WAL lets readers proceed during a write, IMMEDIATE takes the write lock at BEGIN (so two
+        # writers queue instead of failing on lock upgrade), and the busy timeout makes the queue wait.
+        # Opening a SQLite file is cheap, so its connections stay per request.
+        config["OPTIONS"] = {
+            "transaction_mode": "IMMEDIATE",
+            "timeout": 20,
+            "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON;",
+        }
+        return config
+    config.setdefault("TEST", {})
+    pool_size = env_int(environ, "QUESTLOG_DB_POOL_SIZE", 0)
+    if may_pool and pool_size > 0:
+        from psycopg_pool import ConnectionPool
+
+        # Django requires CONN_MAX_AGE = 0 with a pool: "closing" a connection returns it to the pool.
+        config["CONN_MAX_AGE"] = 0
+        config.setdefault("OPTIONS", {})["pool"] = {
+            "min_size": min(env_int(environ, "QUESTLOG_DB_POOL_MIN_SIZE", 2), pool_size),
+            "max_size": pool_size,
+            # A request waiting longer than this for a connection fails instead of queueing forever.
+            "timeout": env_int(environ, "QUESTLOG_DB_POOL_TIMEOUT", 10),
+            "check": ConnectionPool.check_connection,
+        }
+    else:
+        config["CONN_MAX_AGE"] = env_int(environ, "QUESTLOG_DB_CONN_MAX_AGE", 300)
+        config["CONN_HEALTH_CHECKS"] = True
+    return config
+
+
+def default_database(environ: Mapping[str, str], default_url: str) -> dict:
+    return database_settings(environ, default_url, may_pool=not is_celery_process(sys.argv))

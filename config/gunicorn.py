@@ -1,0 +1,37 @@
+"""gunicorn's configuration for `make serve` (scripts/serve), read from the environment.
+
+Threaded workers (gthread): a request mostly waits on PostgreSQL, so a few threads per process
+serve more requests than more processes would, for less memory. Each process gets its own
+database connections after the fork (the app is loaded in the workers, not preloaded), so no
+connection or psycopg pool is ever shared across processes. With QUESTLOG_DB_POOL_SIZE > 0,
+give the pool at least as many connections as a worker has threads.
+"""
+
+import os
+
+
+def _int(name: str, default: int) -> int:
+    value = os.environ.get(name)
+    return int(value) if value not in (None, "") else default
+
+
+def _cpus() -> int:
+    try:
+        return len(os.sched_getaffinity(0))  # the CPUs this process may use, not the machine's
+    except AttributeError:
+        return os.cpu_count() or 1
+
+
+wsgi_app = "config.wsgi:application"
+bind = os.environ.get("QUESTLOG_BIND", "127.0.0.1:8000").split(",")
+worker_class = "gthread"
+workers = _int("QUESTLOG_WEB_WORKERS", 2 * _cpus() + 1)
+threads = _int("QUESTLOG_WEB_THREADS", 4)
+# A worker silent this long (a request stuck this long) is killed and replaced.
+timeout = _int("QUESTLOG_WEB_TIMEOUT", 30)
+graceful_timeout = timeout
+# Behind a reverse proxy that keeps connections open to us.
+keepalive = 5
+accesslog = "-" if os.environ.get("QUESTLOG_WEB_ACCESS_LOG", "1") not in ("0", "false", "no", "off") else None
+errorlog = "-"
+loglevel = os.environ.get("QUESTLOG_LOG_LEVEL", "INFO").lower()
