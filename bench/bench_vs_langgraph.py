@@ -24,7 +24,7 @@ Autovacuum is switched off on every table of both fresh databases before the war
 may or may not run during the writes and hand dead space back for reuse, which makes the figure
 move from run to run; with it off, every row, index entry, audit row and dead row version of an
 update counts, for both systems alike. No CHECKPOINT is needed: files grow when pages are added,
-not when they are flushed.
+not when they are flushed. The relations that grew most are printed under each figure.
 
 Environment: BENCH_DATABASE_URL (default: database questlog_bench_lg on 127.0.0.1), BENCH_QUICK=1.
 """
@@ -269,10 +269,23 @@ DO $$ DECLARE t record; BEGIN
   END LOOP;
 END $$"""
 SIZE = "SELECT pg_database_size(current_database())"
+# Every table, index and TOAST relation with all its forks: where the growth went.
+RELATIONS = """
+SELECT COALESCE((SELECT 'TOAST of ' || o.relname FROM pg_class o WHERE o.reltoastrelid = c.oid), c.relname) AS relname,
+       pg_relation_size(c.oid, 'main') + pg_relation_size(c.oid, 'fsm') + pg_relation_size(c.oid, 'vm') AS bytes
+FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+WHERE c.relkind IN ('r', 'i', 't') AND n.nspname NOT IN ('pg_catalog', 'information_schema')"""
+
+
+def breakdown(before: dict[str, int], after: dict[str, int]) -> list[str]:
+    """The relations that grew most, in bytes per checkpoint."""
+    growth = sorted(((after[r] - before.get(r, 0), r) for r in after), reverse=True)
+    return [f"    {size / BYTES_N:7.0f} B  {name}" for size, name in growth[:8] if size > 0]
 
 
 def bytes_questlog_child() -> None:
-    """In the child, on its fresh database: warm up, then N service checkpoints; prints the growth."""
+    """In the child, on its fresh database: warm up, then N service checkpoints; prints the growth
+    and where it went."""
     with connection.cursor() as cursor:
         cursor.execute(AUTOVACUUM_OFF)
     actor = Actor(user=common.bench_user("bytes"))
@@ -283,23 +296,29 @@ def bytes_questlog_child() -> None:
     with connection.cursor() as cursor:
         cursor.execute(SIZE)
         before = cursor.fetchone()[0]
+        cursor.execute(RELATIONS)
+        relations = dict(cursor.fetchall())
         for _ in range(BYTES_N):
             ql_service_checkpoint(actor, run, state.next()[0])
+        cursor.execute(RELATIONS)
+        print("\n".join(breakdown(relations, dict(cursor.fetchall()))))
         cursor.execute(SIZE)
         print(f"GROWTH {cursor.fetchone()[0] - before}", flush=True)
 
 
-def bytes_langgraph(url: str) -> int:
+def bytes_langgraph(url: str) -> tuple[int, list[str]]:
     with PostgresSaver.from_conn_string(url) as saver:
         saver.setup()
         saver.conn.execute(AUTOVACUUM_OFF)
         thread, state = Thread(saver, "bytes"), common.AgentState(keys=KEYS, key_bytes=KEY_BYTES, seed=5)
         for _ in range(WARM_UP):
             thread.put(*state.next())
-        before = saver.conn.execute(SIZE).fetchone()["pg_database_size"]
+        relations = lambda: {row["relname"]: row["bytes"] for row in saver.conn.execute(RELATIONS)}  # noqa: E731
+        before, before_relations = saver.conn.execute(SIZE).fetchone()["pg_database_size"], relations()
         for _ in range(BYTES_N):
             thread.put(*state.next())
-        return saver.conn.execute(SIZE).fetchone()["pg_database_size"] - before
+        lines = breakdown(before_relations, relations())
+        return saver.conn.execute(SIZE).fetchone()["pg_database_size"] - before, lines
 
 
 def bytes_per_checkpoint() -> None:
@@ -307,7 +326,8 @@ def bytes_per_checkpoint() -> None:
     try:
         with common.phase(f"LangGraph: {BYTES_N} puts into a fresh database"):
             fresh_database(lg_url)
-            lg = bytes_langgraph(lg_url) / BYTES_N
+            lg_growth, lg_lines = bytes_langgraph(lg_url)
+            lg = lg_growth / BYTES_N
         with common.phase(f"Questlog: {BYTES_N} service checkpoints into a fresh database (child process)"):
             fresh_database(ql_url)
             env = {**os.environ, "BENCH_BYTES_URL": ql_url, "BENCH_QUICK": "1" if QUICK else "0"}
@@ -315,12 +335,15 @@ def bytes_per_checkpoint() -> None:
             if out.returncode != 0:
                 raise RuntimeError(f"bytes child failed:\n{out.stdout[-2000:]}\n{out.stderr[-3000:]}")
             ql = int(out.stdout.split("GROWTH ")[-1].split()[0]) / BYTES_N
+            ql_lines = [line for line in out.stdout.splitlines() if line.startswith("    ")]
     finally:
         drop_database(lg_url)
         drop_database(ql_url)
     print(f"\n== bytes per checkpoint (growth of pg_database_size over {BYTES_N} checkpoints, fresh databases, autovacuum off)")
     common.figure("PostgresSaver", lg, "B", ".0f")
+    print("\n".join(lg_lines))
     common.figure("Questlog (service checkpoints)", ql, "B", ".0f")
+    print("\n".join(ql_lines))
     common.figure("Questlog / PostgresSaver", ql / lg, "×", ".2f")
     goal("bytes per checkpoint vs PostgresSaver", ql / lg, "<=", 1.0)
 
