@@ -135,6 +135,15 @@ def timed(fn: Callable[[], None]) -> float:
     return time.perf_counter() - start
 
 
+def query_count(path: Callable[[], float]) -> int:
+    """Statements one call of a path sends (transaction statements included): where time goes."""
+    from django.test.utils import CaptureQueriesContext
+
+    with CaptureQueriesContext(connection) as captured:
+        path()
+    return len(captured.captured_queries)
+
+
 def rounds(paths: dict[str, Callable[[], float]], *, count: int, samples: int) -> dict[str, list[float]]:
     """Each round runs `samples` of every path, starting one path later than the round before."""
     names = list(paths)
@@ -188,12 +197,14 @@ def checkpoint_paths(saver: PostgresSaver, actor) -> dict[str, float]:
     }
     with common.phase(f"{ROUNDS} alternating rounds of {SAMPLES} samples per path"):
         took = rounds(paths, count=ROUNDS, samples=SAMPLES)
+    queries = {name: query_count(paths[name]) for name in ("storage", "service", "resume_10", "resume_long")}
     print("\n== checkpoint writes (agent state of %d keys of ~%d B, one key changed each)" % (KEYS, KEY_BYTES))
     p = {"put": show("PostgresSaver put", took["put"])}
     p["storage"] = show("Questlog storage write (checkpoint_write, empty state document)", took["storage"])
     p["service"] = show("Questlog service checkpoint (records.checkpoint_create)", took["service"])
     common.figure("storage write vs put (speed)", p["put"] / p["storage"], "×", ".2f")
     common.figure("service checkpoint vs put (speed)", p["put"] / p["service"], "×", ".2f")
+    common.figure("SQL statements per call: storage write / service checkpoint", f"{queries['storage']} / {queries['service']}")
     print(f"\n== resume (latest state) at {HISTORY_SHORT} and {HISTORY_LONG} checkpoints of history")
     for n, suffix in ((HISTORY_SHORT, "10"), (HISTORY_LONG, "long")):
         p[f"get_{suffix}"] = show(f"PostgresSaver get_tuple, {n} checkpoints", took[f"get_tuple_{suffix}"])
@@ -201,6 +212,7 @@ def checkpoint_paths(saver: PostgresSaver, actor) -> dict[str, float]:
         common.figure(f"resume_bundle / get_tuple at {n}", p[f"resume_{suffix}"] / p[f"get_{suffix}"], "×", ".2f")
     common.figure(f"growth {HISTORY_SHORT} → {HISTORY_LONG}: PostgresSaver", p["get_long"] / p["get_10"], "×", ".2f")
     common.figure(f"growth {HISTORY_SHORT} → {HISTORY_LONG}: Questlog", p["resume_long"] / p["resume_10"], "×", ".2f")
+    common.figure(f"SQL statements per resume_bundle at {HISTORY_SHORT} / {HISTORY_LONG}", f"{queries['resume_10']} / {queries['resume_long']}")
     common.load_note()
     goal("service checkpoint write vs PostgresSaver put (speed)", p["put"] / p["service"], ">=", 0.5)
     goal(f"resume bundle p50 / get_tuple p50 at {HISTORY_SHORT}", p["resume_10"] / p["get_10"], "<=", 3)
