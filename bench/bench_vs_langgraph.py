@@ -25,6 +25,11 @@ may or may not run during the writes and hand dead space back for reuse, which m
 move from run to run; with it off, every row, index entry, audit row and dead row version of an
 update counts, for both systems alike. No CHECKPOINT is needed: files grow when pages are added,
 not when they are flushed. The relations that grew most are printed under each figure.
+What still moves between runs (PostgresSaver gave 2,933 B in every run here, Questlog 4,493–4,776 B):
+the mission row is updated by every checkpoint, and its dead versions are reclaimed in place (HOT
+pruning) only when no older snapshot holds PostgreSQL's cleanup horizon back; on a cluster busy with
+other work it sometimes is, and quests_mission then grew ~190 B per checkpoint (0 B otherwise).
+PostgresSaver only inserts, so it is not exposed to this.
 
 Environment: BENCH_DATABASE_URL (default: database questlog_bench_lg on 127.0.0.1), BENCH_QUICK=1.
 """
