@@ -1,7 +1,7 @@
-"""Run every bench/bench_*.py in turn, each in a process of its own (each sets Django up itself),
-and fail if any of them fails.
+"""Run every bench/bench_*.py in turn, then bench/load.py (HTTP load, 8 agents for 60 s), each in a
+process of its own (each sets Django up itself), and fail if any of them fails.
 
-    .venv/bin/python bench/run_all.py       (what `make bench` runs)
+    .venv/bin/python bench/run_all.py       (what `make bench` runs; BENCH_QUICK=1 for a smoke run)
 """
 
 import subprocess
@@ -13,7 +13,7 @@ BENCH_DIR = Path(__file__).resolve().parent
 
 
 def main() -> int:
-    scripts = sorted(BENCH_DIR.glob("bench_*.py"))
+    scripts = [*sorted(BENCH_DIR.glob("bench_*.py")), BENCH_DIR / "load.py"]
     if not scripts:
         print("no bench/bench_*.py found")
         return 1

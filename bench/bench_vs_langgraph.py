@@ -1,0 +1,392 @@
+"""Questlog against LangGraph's PostgresSaver (langgraph-checkpoint-postgres), in one process on one
+PostgreSQL, on one workload: an agent state of 20 top-level keys of ~500 B, one key changed per
+checkpoint. It prints each path's p50/p95 and rate, the ratios, and the goals of issue 10 with PASS
+or MISS (a MISS is a figure, not a failure: the script fails only on errors).
+
+    .venv/bin/python bench/bench_vs_langgraph.py     (or `make bench`; BENCH_QUICK=1 for a smoke run)
+
+Paths: PostgresSaver `put` (only the changed channel in new_versions, as LangGraph's loop passes
+it) and `get_tuple` (latest checkpoint); Questlog's storage write (`checkpoint_write` with an empty
+state document, the mission's head and seq kept as the service keeps them), the service checkpoint
+(`records.checkpoint_create` in a started run, a fresh idempotency key per call), the resume bundle
+at 10 and at 2,000 checkpoints of history (every one written through the service: no copied rows),
+and a checkpoint POSTed over HTTP to the web server by one agent in a loop. Timed paths run in
+alternating rounds (each round starts with the next path) so machine noise falls on all alike.
+A ratio of speeds is taken from p50s: "0.5× put" means a p50 at most twice put's.
+
+Bytes per checkpoint: for each system, the growth of `pg_database_size` over N (2,000; 100 in quick
+mode) checkpoints written the real way, divided by N. Each system writes into a fresh database of
+its own (created for the measure and dropped after), so no free space left by earlier runs absorbs
+the writes and neither system's tables share pages with the other's; Questlog's writes run in a
+child process whose Django points at its fresh database. The baseline is taken after a warm-up of
+20 checkpoints (schema, first pages, mission, run and thread rows are not per-checkpoint costs).
+Autovacuum is switched off on every table of both fresh databases before the warm-up: otherwise it
+may or may not run during the writes and hand dead space back for reuse, which makes the figure
+move from run to run; with it off, every row, index entry, audit row and dead row version of an
+update counts, for both systems alike. No CHECKPOINT is needed: files grow when pages are added,
+not when they are flushed. The relations that grew most are printed under each figure.
+What still moves between runs (PostgresSaver gave 2,933 B in every run here, Questlog 4,493–4,776 B):
+the mission row is updated by every checkpoint, and its dead versions are reclaimed in place (HOT
+pruning) only when no older snapshot holds PostgreSQL's cleanup horizon back; on a cluster busy with
+other work it sometimes is, and quests_mission then grew ~190 B per checkpoint (0 B otherwise).
+PostgresSaver only inserts, so it is not exposed to this.
+
+Environment: BENCH_DATABASE_URL (default: database questlog_bench_lg on 127.0.0.1), BENCH_QUICK=1.
+"""
+
+import os
+import statistics
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable
+from urllib.parse import urlsplit, urlunsplit
+
+QUICK = os.environ.get("BENCH_QUICK") == "1" or "--quick" in sys.argv
+BYTES_CHILD = "--bytes-child" in sys.argv
+BENCH_URL = os.environ.get("BENCH_DATABASE_URL", "postgres://questlog:questlog@127.0.0.1:5432/questlog_bench_lg")
+# The child measuring Questlog's bytes runs Django on its own fresh database.
+os.environ["DATABASE_URL"] = os.environ["BENCH_BYTES_URL"] if BYTES_CHILD else BENCH_URL
+
+import common  # noqa: E402
+
+common.setup()
+
+import psycopg  # noqa: E402
+from django.db import connection, transaction  # noqa: E402
+from langgraph.checkpoint.base import create_checkpoint, empty_checkpoint  # noqa: E402
+from langgraph.checkpoint.postgres import PostgresSaver  # noqa: E402
+from psycopg import sql  # noqa: E402
+
+from checkpoints import services as storage  # noqa: E402
+from quests.services import bundle, missions, records, runs  # noqa: E402
+from quests.services.audit import Actor  # noqa: E402
+
+KEYS, KEY_BYTES = 20, 500
+HISTORY_SHORT, HISTORY_LONG = 10, (100 if QUICK else 2_000)
+BYTES_N = 100 if QUICK else 2_000
+WARM_UP = 20
+ROUNDS = 2 if QUICK else 6
+SAMPLES = 5 if QUICK else 30  # per path per round
+HTTP_SAMPLES = 10 if QUICK else 60  # per round
+THREAD_PREFIX = "bench-lg-"
+
+
+# ---- the paths: one small function each, so a changed signature is a one-line fix ----------------
+
+def ql_storage_write(mission, run, state) -> None:
+    """Storage layer only: an empty state document, head and seq moved as savestate._write does."""
+    with transaction.atomic():
+        checkpoint = storage.checkpoint_write(
+            mission_id=mission.pk, run_id=run.pk, parent=mission.head_checkpoint, seq=mission.next_checkpoint_seq,
+            trigger="agent", state={}, agent_state=state,
+        )
+        mission.head_checkpoint = checkpoint
+        mission.next_checkpoint_seq += 1
+        mission.save(update_fields=["head_checkpoint", "next_checkpoint_seq", "updated_at"])
+
+
+def ql_service_checkpoint(actor, run, state) -> None:
+    records.checkpoint_create(actor=actor, run_id=run.pk, agent_state=state, note="", key=uuid.uuid4().hex)
+
+
+def ql_resume(mission) -> None:
+    bundle.resume_bundle(mission)
+
+
+def ql_start(actor, title: str):
+    mission, _ = missions.mission_create(actor=actor, title=title, objective="Find and book a venue for 12 people in May.")
+    run, _ = runs.run_start(actor=actor, mission_id=mission.pk, agent="bench")
+    mission.refresh_from_db()
+    return mission, run
+
+
+class Thread:
+    """A LangGraph thread: checkpoints built as the Pregel loop builds them (create_checkpoint from
+    the previous one, the changed channel's version bumped by the saver's get_next_version)."""
+
+    def __init__(self, saver: PostgresSaver, name: str) -> None:
+        self.saver = saver
+        self.config = {"configurable": {"thread_id": THREAD_PREFIX + name, "checkpoint_ns": ""}}
+        self.checkpoint = empty_checkpoint()
+        self.step = -1
+
+    def put(self, state: dict, changed: str) -> float:
+        """Seconds spent in `put` itself (building the checkpoint is the caller's work in LangGraph too)."""
+        self.step += 1
+        checkpoint = create_checkpoint(self.checkpoint, None, self.step)
+        versions = dict(checkpoint["channel_versions"])
+        new = {k: self.saver.get_next_version(versions.get(k), None) for k in (state if self.step == 0 else [changed])}
+        versions.update(new)
+        checkpoint["channel_values"], checkpoint["channel_versions"] = dict(state), versions
+        metadata = {"source": "loop", "step": self.step, "parents": {}}
+        start = time.perf_counter()
+        self.config = self.saver.put(self.config, checkpoint, metadata, new)
+        took = time.perf_counter() - start
+        self.checkpoint = checkpoint
+        return took
+
+    def get_tuple(self) -> None:
+        latest = {"configurable": {k: v for k, v in self.config["configurable"].items() if k != "checkpoint_id"}}
+        assert self.saver.get_tuple(latest) is not None
+
+
+# ---- measuring -----------------------------------------------------------------------------------
+
+def timed(fn: Callable[[], None]) -> float:
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
+
+
+def query_count(path: Callable[[], float]) -> int:
+    """Statements one call of a path sends (transaction statements included): where time goes."""
+    from django.test.utils import CaptureQueriesContext
+
+    with CaptureQueriesContext(connection) as captured:
+        path()
+    return len(captured.captured_queries)
+
+
+def rounds(paths: dict[str, Callable[[], float]], *, count: int, samples: int) -> dict[str, list[float]]:
+    """Each round runs `samples` of every path, starting one path later than the round before."""
+    names = list(paths)
+    took: dict[str, list[float]] = {name: [] for name in names}
+    for r in range(count):
+        for name in names[r % len(names):] + names[: r % len(names)]:
+            took[name] += [paths[name]() for _ in range(samples)]
+    return took
+
+
+def show(label: str, samples: list[float]) -> float:
+    p50 = statistics.median(samples) * 1000
+    common.figure(
+        label, f"p50 {p50:.2f} ms, p95 {common.percentile(samples, 95) * 1000:.2f} ms, "
+        f"{len(samples) / sum(samples):.0f}/s ({len(samples)} samples)"
+    )
+    return p50
+
+
+GOALS: list[tuple[str, str, str, str]] = []
+
+
+def goal(label: str, ratio: float, op: str, target: float) -> None:
+    met = ratio >= target if op == ">=" else ratio <= target
+    verdict = "PASS" if met else "MISS"
+    GOALS.append((label, f"{ratio:.2f}×", f"{'≥' if op == '>=' else '≤'} {target}×".ljust(8), verdict))
+
+
+def checkpoint_paths(saver: PostgresSaver, actor) -> dict[str, float]:
+    states = {name: common.AgentState(keys=KEYS, key_bytes=KEY_BYTES, seed=i) for i, name in enumerate(("lg", "st", "sv"))}
+    thread = Thread(saver, f"put-{uuid.uuid4().hex[:8]}")
+    mission_st, run_st = ql_start(actor, "storage writes")
+    _, run_sv = ql_start(actor, "service checkpoints")
+    with common.phase("histories of 10 and of %d checkpoints, written the real way" % HISTORY_LONG):
+        short, long = ql_start(actor, "history 10"), ql_start(actor, "history long")
+        t_short, t_long = Thread(saver, f"short-{uuid.uuid4().hex[:8]}"), Thread(saver, f"long-{uuid.uuid4().hex[:8]}")
+        for (mission, run), t, n in ((short, t_short, HISTORY_SHORT), (long, t_long, HISTORY_LONG)):
+            state = common.AgentState(keys=KEYS, key_bytes=KEY_BYTES, seed=n)
+            for _ in range(n):
+                current, changed = state.next()
+                ql_service_checkpoint(actor, run, current)
+                t.put(current, changed)
+    paths = {
+        "put": lambda: thread.put(*states["lg"].next()),
+        "storage": lambda: (lambda s: timed(lambda: ql_storage_write(mission_st, run_st, s)))(states["st"].next()[0]),
+        "service": lambda: (lambda s: timed(lambda: ql_service_checkpoint(actor, run_sv, s)))(states["sv"].next()[0]),
+        "get_tuple_10": lambda: timed(t_short.get_tuple),
+        "get_tuple_long": lambda: timed(t_long.get_tuple),
+        "resume_10": lambda: timed(lambda: ql_resume(short[0])),
+        "resume_long": lambda: timed(lambda: ql_resume(long[0])),
+    }
+    with common.phase(f"{ROUNDS} alternating rounds of {SAMPLES} samples per path"):
+        took = rounds(paths, count=ROUNDS, samples=SAMPLES)
+    queries = {name: query_count(paths[name]) for name in ("storage", "service", "resume_10", "resume_long")}
+    print("\n== checkpoint writes (agent state of %d keys of ~%d B, one key changed each)" % (KEYS, KEY_BYTES))
+    p = {"put": show("PostgresSaver put", took["put"])}
+    p["storage"] = show("Questlog storage write (checkpoint_write, empty state document)", took["storage"])
+    p["service"] = show("Questlog service checkpoint (records.checkpoint_create)", took["service"])
+    common.figure("storage write vs put (speed)", p["put"] / p["storage"], "×", ".2f")
+    common.figure("service checkpoint vs put (speed)", p["put"] / p["service"], "×", ".2f")
+    common.figure("SQL statements per call: storage write / service checkpoint", f"{queries['storage']} / {queries['service']}")
+    print(f"\n== resume (latest state) at {HISTORY_SHORT} and {HISTORY_LONG} checkpoints of history")
+    for n, suffix in ((HISTORY_SHORT, "10"), (HISTORY_LONG, "long")):
+        p[f"get_{suffix}"] = show(f"PostgresSaver get_tuple, {n} checkpoints", took[f"get_tuple_{suffix}"])
+        p[f"resume_{suffix}"] = show(f"Questlog resume_bundle, {n} checkpoints", took[f"resume_{suffix}"])
+        common.figure(f"resume_bundle / get_tuple at {n}", p[f"resume_{suffix}"] / p[f"get_{suffix}"], "×", ".2f")
+    common.figure(f"growth {HISTORY_SHORT} → {HISTORY_LONG}: PostgresSaver", p["get_long"] / p["get_10"], "×", ".2f")
+    common.figure(f"growth {HISTORY_SHORT} → {HISTORY_LONG}: Questlog", p["resume_long"] / p["resume_10"], "×", ".2f")
+    common.figure(f"SQL statements per resume_bundle at {HISTORY_SHORT} / {HISTORY_LONG}", f"{queries['resume_10']} / {queries['resume_long']}")
+    common.load_note()
+    goal("service checkpoint write vs PostgresSaver put (speed)", p["put"] / p["service"], ">=", 0.5)
+    goal(f"resume bundle p50 / get_tuple p50 at {HISTORY_SHORT}", p["resume_10"] / p["get_10"], "<=", 3)
+    goal(f"resume bundle growth {HISTORY_SHORT} → {HISTORY_LONG}", p["resume_long"] / p["resume_10"], "<=", 1.2)
+    return p
+
+
+def http_checkpoints(saver: PostgresSaver) -> None:
+    import server
+
+    web = server.start_server(BENCH_URL)
+    try:
+        agent = server.Agent(web.url, server.agent_token("http"))
+        started = agent.start("http checkpoints")
+        assert started is not None, agent.failures
+        _, run_id = started
+        http_state = common.AgentState(keys=KEYS, key_bytes=KEY_BYTES, seed=99)
+        lg_state = common.AgentState(keys=KEYS, key_bytes=KEY_BYTES, seed=98)
+        thread = Thread(saver, f"http-{uuid.uuid4().hex[:8]}")
+        paths = {
+            "http": lambda: (lambda s: timed(lambda: agent.checkpoint(run_id, s)))(http_state.next()[0]),
+            "put": lambda: thread.put(*lg_state.next()),
+        }
+        with common.phase(f"{ROUNDS} alternating rounds of {HTTP_SAMPLES} HTTP checkpoints and puts"):
+            took = rounds(paths, count=ROUNDS, samples=HTTP_SAMPLES)
+        agent.close()
+        if agent.failures:
+            raise RuntimeError("non-2xx answers:\n" + "\n".join(agent.failures[:20]))
+    finally:
+        web.stop()
+    print(f"\n== a checkpoint POSTed over HTTP, one agent in a loop ({server.WORKERS} gunicorn workers)")
+    put = show("PostgresSaver put (same run)", took["put"])
+    http = show("POST /api/v1/runs/{id}/checkpoints", took["http"])
+    common.figure("HTTP checkpoint vs put (speed)", put / http, "×", ".2f")
+    common.load_note()
+    goal("HTTP checkpoint, one agent, vs PostgresSaver put (speed)", put / http, ">=", 0.25)
+
+
+# ---- bytes ---------------------------------------------------------------------------------------
+
+def database_url(suffix: str) -> str:
+    parts = urlsplit(BENCH_URL)
+    return urlunsplit(parts._replace(path=parts.path + suffix))
+
+
+def maintenance(statement: sql.Composable) -> None:
+    parts = urlsplit(BENCH_URL)
+    with psycopg.connect(urlunsplit(parts._replace(scheme="postgresql", path="/postgres")), autocommit=True) as conn:
+        conn.execute(statement)
+
+
+def fresh_database(url: str) -> None:
+    name = sql.Identifier(urlsplit(url).path.lstrip("/"))
+    maintenance(sql.SQL("DROP DATABASE IF EXISTS {}").format(name))
+    maintenance(sql.SQL("CREATE DATABASE {}").format(name))
+
+
+def drop_database(url: str) -> None:
+    maintenance(sql.SQL("DROP DATABASE IF EXISTS {}").format(sql.Identifier(urlsplit(url).path.lstrip("/"))))
+
+
+AUTOVACUUM_OFF = """
+DO $$ DECLARE t record; BEGIN
+  FOR t IN SELECT schemaname, tablename FROM pg_tables WHERE schemaname = 'public' LOOP
+    EXECUTE format('ALTER TABLE %I.%I SET (autovacuum_enabled = false, toast.autovacuum_enabled = false)', t.schemaname, t.tablename);
+  END LOOP;
+END $$"""
+SIZE = "SELECT pg_database_size(current_database())"
+# Every table, index and TOAST relation with all its forks: where the growth went.
+RELATIONS = """
+SELECT COALESCE((SELECT 'TOAST of ' || o.relname FROM pg_class o WHERE o.reltoastrelid = c.oid), c.relname) AS relname,
+       pg_relation_size(c.oid, 'main') + pg_relation_size(c.oid, 'fsm') + pg_relation_size(c.oid, 'vm') AS bytes
+FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+WHERE c.relkind IN ('r', 'i', 't') AND n.nspname NOT IN ('pg_catalog', 'information_schema')"""
+
+
+def breakdown(before: dict[str, int], after: dict[str, int]) -> list[str]:
+    """The relations that grew most, in bytes per checkpoint."""
+    growth = sorted(((after[r] - before.get(r, 0), r) for r in after), reverse=True)
+    return [f"    {size / BYTES_N:7.0f} B  {name}" for size, name in growth[:8] if size > 0]
+
+
+def bytes_questlog_child() -> None:
+    """In the child, on its fresh database: warm up, then N service checkpoints; prints the growth
+    and where it went."""
+    with connection.cursor() as cursor:
+        cursor.execute(AUTOVACUUM_OFF)
+    actor = Actor(user=common.bench_user("bytes"))
+    _, run = ql_start(actor, "bytes")
+    state = common.AgentState(keys=KEYS, key_bytes=KEY_BYTES, seed=5)
+    for _ in range(WARM_UP):
+        ql_service_checkpoint(actor, run, state.next()[0])
+    with connection.cursor() as cursor:
+        cursor.execute(SIZE)
+        before = cursor.fetchone()[0]
+        cursor.execute(RELATIONS)
+        relations = dict(cursor.fetchall())
+        for _ in range(BYTES_N):
+            ql_service_checkpoint(actor, run, state.next()[0])
+        cursor.execute(RELATIONS)
+        print("\n".join(breakdown(relations, dict(cursor.fetchall()))))
+        cursor.execute(SIZE)
+        print(f"GROWTH {cursor.fetchone()[0] - before}", flush=True)
+
+
+def bytes_langgraph(url: str) -> tuple[int, list[str]]:
+    with PostgresSaver.from_conn_string(url) as saver:
+        saver.setup()
+        saver.conn.execute(AUTOVACUUM_OFF)
+        thread, state = Thread(saver, "bytes"), common.AgentState(keys=KEYS, key_bytes=KEY_BYTES, seed=5)
+        for _ in range(WARM_UP):
+            thread.put(*state.next())
+        relations = lambda: {row["relname"]: row["bytes"] for row in saver.conn.execute(RELATIONS)}  # noqa: E731
+        before, before_relations = saver.conn.execute(SIZE).fetchone()["pg_database_size"], relations()
+        for _ in range(BYTES_N):
+            thread.put(*state.next())
+        lines = breakdown(before_relations, relations())
+        return saver.conn.execute(SIZE).fetchone()["pg_database_size"] - before, lines
+
+
+def bytes_per_checkpoint() -> None:
+    ql_url, lg_url = database_url("_bytes_ql"), database_url("_bytes_lg")
+    try:
+        with common.phase(f"LangGraph: {BYTES_N} puts into a fresh database"):
+            fresh_database(lg_url)
+            lg_growth, lg_lines = bytes_langgraph(lg_url)
+            lg = lg_growth / BYTES_N
+        with common.phase(f"Questlog: {BYTES_N} service checkpoints into a fresh database (child process)"):
+            fresh_database(ql_url)
+            env = {**os.environ, "BENCH_BYTES_URL": ql_url, "BENCH_QUICK": "1" if QUICK else "0"}
+            out = subprocess.run([sys.executable, __file__, "--bytes-child"], env=env, capture_output=True, text=True)
+            if out.returncode != 0:
+                raise RuntimeError(f"bytes child failed:\n{out.stdout[-2000:]}\n{out.stderr[-3000:]}")
+            ql = int(out.stdout.split("GROWTH ")[-1].split()[0]) / BYTES_N
+            ql_lines = [line for line in out.stdout.splitlines() if line.startswith("    ")]
+    finally:
+        drop_database(lg_url)
+        drop_database(ql_url)
+    print(f"\n== bytes per checkpoint (growth of pg_database_size over {BYTES_N} checkpoints, fresh databases, autovacuum off)")
+    common.figure("PostgresSaver", lg, "B", ".0f")
+    print("\n".join(lg_lines))
+    common.figure("Questlog (service checkpoints)", ql, "B", ".0f")
+    print("\n".join(ql_lines))
+    common.figure("Questlog / PostgresSaver", ql / lg, "×", ".2f")
+    goal("bytes per checkpoint vs PostgresSaver", ql / lg, "<=", 1.0)
+
+
+def remove_threads(saver: PostgresSaver) -> None:
+    for table in ("checkpoint_writes", "checkpoint_blobs", "checkpoints"):
+        saver.conn.execute(sql.SQL("DELETE FROM {} WHERE thread_id LIKE %s").format(sql.Identifier(table)), [THREAD_PREFIX + "%"])
+
+
+def main() -> int:
+    print(f"Questlog vs LangGraph PostgresSaver{' (quick mode)' if QUICK else ''}, database {urlsplit(BENCH_URL).path.lstrip('/')}")
+    with common.bench_data(), PostgresSaver.from_conn_string(BENCH_URL) as saver:
+        saver.setup()
+        remove_threads(saver)
+        try:
+            checkpoint_paths(saver, Actor(user=common.bench_user("lg")))
+            http_checkpoints(saver)
+        finally:
+            remove_threads(saver)
+    bytes_per_checkpoint()
+    common.table("Goals of issue 10 (ratios from this run)", [(label, value, f"{target} {verdict}") for label, value, target, verdict in GOALS])
+    return 0
+
+
+if __name__ == "__main__":
+    if BYTES_CHILD:
+        bytes_questlog_child()
+        sys.exit(0)
+    sys.exit(main())

@@ -1,0 +1,148 @@
+"""Load through the HTTP API: N agent threads, each with a keep-alive session and a token of its own,
+loop mission → run → (record, operation plan/attempt/complete, checkpoint, heartbeat) × 10 → stop →
+resume for S seconds against the web server. Prints requests/s, checkpoints/s, p50/p99 per call
+kind, every non-2xx answer, and the goal of issue 10 (≥ 300 requests/s, p99 < 100 ms for every
+call kind, 0 non-2xx with 8 agents for 60 s) with PASS or MISS; it fails only on errors.
+
+    .venv/bin/python bench/load.py [--agents 8] [--seconds 60] [--url http://host:port --token qlt_…]
+
+Without --url it starts the server itself (bench/server.py: gunicorn as `make serve` runs it) on
+BENCH_DATABASE_URL (default: database questlog_bench_http on 127.0.0.1) and stops it by PID at the
+end. With --url and without --token, the agents' users and tokens are made in BENCH_DATABASE_URL,
+which must then be the server's database. BENCH_QUICK=1 (or --quick): 2 agents for 3 s.
+"""
+
+import argparse
+import os
+import statistics
+import sys
+import threading
+import time
+from collections import Counter
+
+QUICK = os.environ.get("BENCH_QUICK") == "1" or "--quick" in sys.argv
+BENCH_URL = os.environ.get("BENCH_DATABASE_URL", "postgres://questlog:questlog@127.0.0.1:5432/questlog_bench_http")
+os.environ["DATABASE_URL"] = BENCH_URL
+
+import common  # noqa: E402
+
+common.setup()
+
+import server  # noqa: E402
+
+STEPS = 10  # (record, operation plan/attempt/complete, checkpoint, heartbeat) per run
+GOAL_RATE, GOAL_P99_MS = 300.0, 100.0
+
+
+def agent_loop(agent: server.Agent, seed: int, deadline: float) -> None:
+    """One agent's work until the deadline; the call under way when it passes is finished."""
+    missions = 0
+    while time.monotonic() < deadline:
+        started = agent.start(f"load {seed}-{missions}")
+        missions += 1
+        if started is None:
+            continue
+        mission_id, run_id = started
+        state = common.AgentState(keys=20, key_bytes=500, seed=seed * 1000 + missions)
+        for step in range(STEPS):
+            if time.monotonic() >= deadline:
+                return
+            agent.call("record", "POST", f"runs/{run_id}/records", {"kind": "note", "text": f"step {step}: checked the venue list", "key": server.key()})
+            op = agent.call(
+                "operation plan", "POST", f"runs/{run_id}/operations",
+                {"key": f"email-{step}", "kind": "email.send", "target": f"venue-{step}@example.com", "request": {"subject": "Quote for 12?"}},
+            )
+            if op is not None:
+                agent.call("operation attempt", "POST", f"operations/{op['id']}/attempt")
+                agent.call("operation complete", "POST", f"operations/{op['id']}/complete", {"external_id": f"msg-{step}", "external_status": "sent"})
+            agent.checkpoint(run_id, state.next()[0])
+            agent.call("heartbeat", "POST", f"runs/{run_id}/heartbeat")
+        if time.monotonic() >= deadline:
+            return
+        agent.call("stop", "POST", f"runs/{run_id}/stop", {"reason": "completed"})
+        agent.call("resume", "GET", f"missions/{mission_id}/resume")
+
+
+def run_load(url: str, tokens: list[str], seconds: float) -> tuple[list[server.Agent], float]:
+    agents = [server.Agent(url, token) for token in tokens]
+    errors: list[BaseException] = []
+
+    def work(agent: server.Agent, seed: int) -> None:
+        try:
+            agent_loop(agent, seed, deadline)
+        except BaseException as exc:  # reported after the run: a transport error is an error, not a MISS
+            errors.append(exc)
+
+    start = time.monotonic()
+    deadline = start + seconds
+    threads = [threading.Thread(target=work, args=(a, i)) for i, a in enumerate(agents)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    elapsed = time.monotonic() - start
+    for agent in agents:
+        agent.close()
+    if errors:
+        raise RuntimeError(f"{len(errors)} agent(s) failed; the first: {errors[0]!r}") from errors[0]
+    return agents, elapsed
+
+
+def p99(samples: list[float]) -> float:
+    return common.percentile(samples, 99) if len(samples) > 1 else samples[0]
+
+
+def report(agents: list[server.Agent], elapsed: float, seconds: float) -> None:
+    times: dict[str, list[float]] = {}
+    for agent in agents:
+        for kind, samples in agent.times.items():
+            times.setdefault(kind, []).extend(samples)
+    total = sum(len(s) for s in times.values())
+    rate = total / elapsed
+    print(f"\n== {len(agents)} agents for {seconds:.0f} s through the HTTP API ({server.WORKERS} gunicorn workers)")
+    common.figure("requests", total, fmt="d")
+    common.figure("requests/s", rate)
+    common.figure("checkpoints/s", len(times.get("checkpoint", [])) / elapsed)
+    worst = 0.0
+    for kind in sorted(times, key=lambda k: -len(times[k])):
+        samples = times[kind]
+        worst = max(worst, p99(samples) * 1000)
+        common.figure(f"{kind:<18}", f"{len(samples):6d} calls, p50 {statistics.median(samples) * 1000:7.1f} ms, p99 {p99(samples) * 1000:7.1f} ms")
+    failures = [f for agent in agents for f in agent.failures]
+    common.figure("non-2xx answers", len(failures), fmt="d")
+    for failure, count in Counter(failures).most_common():
+        print(f"  {count} × {failure}")
+    common.load_note()
+    verdict = lambda ok: "PASS" if ok else "MISS"  # noqa: E731
+    common.table(
+        "Goals of issue 10 (bench/load.py; set for 8 agents, 60 s)",
+        [
+            ("requests/s", f"{rate:.0f}", f"≥ {GOAL_RATE:.0f}  {verdict(rate >= GOAL_RATE)}"),
+            ("worst p99 of a call kind", f"{worst:.1f} ms", f"< {GOAL_P99_MS:.0f} ms  {verdict(worst < GOAL_P99_MS)}"),
+            ("non-2xx answers", str(len(failures)), f"0  {verdict(not failures)}"),
+        ],
+    )
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--agents", type=int, default=2 if QUICK else 8)
+    parser.add_argument("--seconds", type=float, default=3 if QUICK else 60)
+    parser.add_argument("--url", help="an already running server (default: start one)")
+    parser.add_argument("--token", help="an agent token for --url (default: one per agent, made in BENCH_DATABASE_URL)")
+    parser.add_argument("--quick", action="store_true", help="as BENCH_QUICK=1")
+    args = parser.parse_args()
+    print(f"HTTP load{' (quick mode)' if QUICK else ''}, database {BENCH_URL.rsplit('/', 1)[-1]}")
+    with common.bench_data():
+        tokens = [args.token] * args.agents if args.token else [server.agent_token(f"agent{i}") for i in range(args.agents)]
+        web = server.Server(url=args.url.rstrip("/")) if args.url else server.start_server(BENCH_URL)
+        try:
+            agents, elapsed = run_load(web.url, tokens, args.seconds)
+        finally:
+            web.stop()
+    report(agents, elapsed, args.seconds)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

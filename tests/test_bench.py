@@ -1,0 +1,59 @@
+"""The issue 10 benchmarks run end to end in quick mode (a smoke test: the figures themselves are
+measured by `make bench`, not asserted here)."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+import psycopg
+import pytest
+from psycopg import sql
+
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture
+def bench_env(worker_id):
+    """A benchmark database of this test's own beside the test database, dropped afterwards."""
+    parts = urlsplit(os.environ["DATABASE_URL"])
+    name = f"{parts.path.lstrip('/')}_bench_smoke_{worker_id}"
+    env = {
+        **os.environ,
+        "BENCH_QUICK": "1",
+        "BENCH_DATABASE_URL": urlunsplit(parts._replace(path=f"/{name}")),
+        # The benchmarks' own processes publish snapshot requests nowhere rather than to the suite's Redis.
+        "CELERY_BROKER_URL": "memory://localhost/",
+    }
+    yield env
+    with psycopg.connect(urlunsplit(parts._replace(scheme="postgresql", path="/postgres")), autocommit=True) as conn:
+        conn.execute(sql.SQL("DROP DATABASE IF EXISTS {}").format(sql.Identifier(name)))
+
+
+def run(script: str, env: dict[str, str]) -> str:
+    result = subprocess.run([sys.executable, f"bench/{script}"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    return result.stdout
+
+
+def test_bench_vs_langgraph_prints_every_path_and_goal(bench_env):
+    out = run("bench_vs_langgraph.py", bench_env)
+    for figure in (
+        "PostgresSaver put:", "Questlog storage write", "Questlog service checkpoint", "PostgresSaver get_tuple, 10 checkpoints:",
+        "Questlog resume_bundle, 10 checkpoints:", "Questlog resume_bundle, 100 checkpoints:", "POST /api/v1/runs/{id}/checkpoints:",
+        "bytes per checkpoint", "Questlog / PostgresSaver:",
+    ):
+        assert figure in out, figure
+    goals = out.split("Goals of issue 10")[1]
+    assert goals.count("PASS") + goals.count("MISS") == 5, goals
+
+
+def test_load_prints_rates_latencies_and_no_failures(bench_env):
+    out = run("load.py", bench_env)
+    for figure in ("requests/s:", "checkpoints/s:", "checkpoint ", "heartbeat ", "operation complete", "p99"):
+        assert figure in out, figure
+    # A non-2xx answer would mean the benchmark calls the API wrongly (or the API broke).
+    assert "non-2xx answers: 0" in out, out
