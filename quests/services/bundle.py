@@ -58,8 +58,8 @@ def bundle_schema(mission: Mission | int, *, actor: Actor | None = None, for_new
 
 
 def _bundle(source: Mission | QuerySet[Mission], mission_id: int, owner: Any, *, for_new_run: bool) -> ResumeBundleOut:
+    missing: list[str] = []
     if isinstance(source, QuerySet):
-        missing = ["mission"]
         reads = [source.select_related("head_checkpoint", "last_verified_checkpoint")]
     else:
         # A row the caller already holds: only the checkpoints it was not read with are fetched.
