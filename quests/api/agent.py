@@ -61,15 +61,20 @@ def add_constraint(request: HttpRequest, mission_id: int, body: ConstraintIn):
 @router.post("/missions/{int:mission_id}/runs", response=answers(created_or_replayed(RunStartOut), *CREATE))
 def start_run(request: HttpRequest, mission_id: int, body: RunIn | None = None):
     body = body or RunIn()
-    run, replayed = runs.run_start(actor=actor(request), mission_id=mission_id, agent=body.agent or "", key=body.key)
+    caller = actor(request)
+    run, replayed = runs.run_start(actor=caller, mission_id=mission_id, agent=body.agent or "", key=body.key)
+    # The mission is read again with the bundle (same round trip): `run.mission` may not carry the
+    # changes the start made to the row (a stale run ended, its checkpoint) or may not be loaded.
+    resume = bundle_schema(run.mission_id, actor=caller, for_new_run=run.is_active)
     # Both parts are validated already; validating them again would re-read their own fields.
-    answer = RunStartOut.model_construct(run=RunOut.from_orm(run), resume=bundle_schema(run.mission, for_new_run=run.is_active))
+    answer = RunStartOut.model_construct(run=RunOut.from_orm(run), resume=resume)
     return created(answer, replayed)
 
 
 @router.get("/missions/{int:mission_id}/resume", response=answers(ResumeBundleOut, *READ, 404))
 def get_resume(request: HttpRequest, mission_id: int):
-    return bundle_schema(get_for(actor(request), Mission, mission_id))
+    # The access check is part of the bundle's own round trip to the database.
+    return bundle_schema(mission_id, actor=actor(request))
 
 
 class CheckpointPage(Schema):

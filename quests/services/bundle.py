@@ -1,13 +1,30 @@
 """The resume bundle: the contract for the next run. Its cost depends on what is live (active
-constraints, unresolved records, the ledger), never on how long the history is."""
+constraints, unresolved records, the ledger), never on how long the history is.
+
+It is read in two round trips to the database: everything the bundle shows (the mission with its
+two checkpoints, constraints, live records, the ledger, milestones, approvals, the active run and
+the owner's memory) in one, since none of those reads needs another's result; then the head
+checkpoint's agent state, which needs the head's refs. Each read loads only the columns the
+bundle shows, and the answer is built straight from those rows: validating rows just read from
+the database again (pydantic through django-ninja's attribute getter) cost more than the reads."""
 
 from typing import Any
 
-from checkpoints.models import DURABLE_RECORD_KINDS, Operation, OperationStatus, Record
+from django.db.models import Model, QuerySet
+
+from checkpoints.models import DURABLE_RECORD_KINDS, Checkpoint, Operation, OperationStatus, Record
+from checkpoints.roundtrip import one_round_trip
 from checkpoints.services import checkpoint_agent_state
-from quests.models import Mission, Run
-from quests.schemas import ResumeBundleOut
+from quests.models import Approval, Constraint, Milestone, Mission, Run
+from quests.schemas import (
+    ApprovalSummaryOut, BundleCheckpointOut, CheckpointRefOut, ConstraintSummaryOut, MemoryEntryOut,
+    MilestoneSummaryOut, MissionSummaryOut, OperationGroupsOut, OperationOut, RecordOut, ResumeBundleOut,
+    construct, construct_all,
+)
 from quests.services import machine
+from quests.services.access import visible
+from quests.services.audit import Actor
+from quests.services.errors import NotFound
 from quests.services.memory import memory_for
 from quests.services.savestate import DURABLE_SECTIONS
 
@@ -20,41 +37,94 @@ OPERATION_GROUPS = {
 
 
 def resume_bundle(mission: Mission, *, for_new_run: bool = False) -> dict[str, Any]:
-    return bundle_schema(mission, for_new_run=for_new_run).model_dump()
+    """The bundle as a plain dict. `mission` may be stale (any object with the mission's id): the
+    mission row is read again, with the rest of the bundle."""
+    source = Mission.objects.filter(pk=mission.pk)
+    return _bundle(source, mission.pk, mission.owner_id, for_new_run=for_new_run).model_dump()
 
 
-def bundle_schema(mission: Mission, *, for_new_run: bool = False) -> ResumeBundleOut:
-    """The bundle as its schema: the API returns it as is, without a second validation."""
-    mission = Mission.objects.select_related("head_checkpoint", "last_verified_checkpoint").get(pk=mission.pk)
+def bundle_schema(mission: Mission | int, *, actor: Actor | None = None, for_new_run: bool = False) -> ResumeBundleOut:
+    """The bundle as its schema: the API returns it as is, without a second validation.
+
+    Either a mission row that is current (the caller has just read or locked it; it is used as it
+    is, with its head and last verified checkpoints if they were selected with it), or a mission
+    id and the actor asking, who must be able to see the mission (else NotFound, like every other
+    object out of reach)."""
+    if isinstance(mission, Mission):
+        return _bundle(mission, mission.pk, mission.owner_id, for_new_run=for_new_run)
+    if actor is None:
+        raise TypeError("bundle_schema(mission_id) needs the actor asking for it.")
+    return _bundle(visible(actor, Mission).filter(pk=mission), mission, actor.user, for_new_run=for_new_run)
+
+
+def _bundle(source: Mission | QuerySet[Mission], mission_id: int, owner: Any, *, for_new_run: bool) -> ResumeBundleOut:
+    missing: list[str] = []
+    if isinstance(source, QuerySet):
+        reads = [source.select_related("head_checkpoint", "last_verified_checkpoint")]
+    else:
+        # A row the caller already holds: only the checkpoints it was not read with are fetched.
+        missing = [
+            relation for relation in ("head_checkpoint", "last_verified_checkpoint")
+            if getattr(source, f"{relation}_id") is not None and not Mission._meta.get_field(relation).is_cached(source)
+        ]
+        reads = [Checkpoint.objects.filter(pk=getattr(source, f"{relation}_id")) for relation in missing]
+    rows = one_round_trip(
+        *reads,
+        _shown(Constraint.objects.filter(mission_id=mission_id, retired_at__isnull=True).order_by("id"), ConstraintSummaryOut),
+        _shown(
+            Record.objects.live().filter(mission_id=mission_id, kind__in=DURABLE_RECORD_KINDS).order_by("id"),
+            RecordOut, "blob",
+        ),
+        _shown(Operation.objects.filter(mission_id=mission_id).order_by("id"), OperationOut),
+        _shown(Milestone.objects.filter(mission_id=mission_id).order_by("id"), MilestoneSummaryOut, "withdrawn"),
+        _shown(Approval.objects.filter(mission_id=mission_id).order_by("id"), ApprovalSummaryOut),
+        Run.objects.filter(mission_id=mission_id, ended_at__isnull=True).order_by("number").values_list("number", flat=True)[:1],
+        memory_for(owner).only("name", "value"),
+    )
+    constraints, live_records, ledger, milestones, approvals, active_run, memory = rows[len(reads):]
+    if isinstance(source, QuerySet):
+        if not rows[0]:
+            raise NotFound(f"No mission with id {mission_id}.")
+        mission = rows[0][0]
+    else:
+        mission = source
+        for relation, found in zip(missing, rows):
+            setattr(mission, relation, found[0] if found else None)
+
     operations: dict[str, list] = {group: [] for group in OPERATION_GROUPS.values()}
-    for op in Operation.objects.filter(mission=mission).order_by("id"):
-        operations[OPERATION_GROUPS[op.status]].append(op)
+    for op in ledger:
+        operations[OPERATION_GROUPS[op.status]].append(construct(OperationOut, op))
     records: dict[str, list] = {section: [] for section in DURABLE_SECTIONS.values()}
-    for record in Record.objects.live().filter(mission=mission, kind__in=DURABLE_RECORD_KINDS).order_by("id"):
-        records[DURABLE_SECTIONS[record.kind]].append(record)
-    milestones = list(mission.milestones.all())
-    approvals = list(mission.approvals.all())
-    active_run = Run.objects.filter(mission=mission, ended_at__isnull=True).first()
+    for record in live_records:
+        records[DURABLE_SECTIONS[record.kind]].append(construct(RecordOut, record))
     pending = machine.Pending(
         approval_action=next((a.action for a in approvals if a.status == "pending"), None),
         milestone_title=next((m.title for m in milestones if m.is_gate_awaiting_review), None),
         any_attempted=bool(operations["to_reconcile"]),
-        run_number=active_run.number if active_run else None,
+        run_number=active_run[0] if active_run else None,
     )
     action = machine.next_action(mission, pending, for_new_run=for_new_run)
     head = mission.head_checkpoint
     if head is not None:
         head.agent_state = checkpoint_agent_state(head)
-    return ResumeBundleOut.from_orm({
-        "mission": mission,
-        "next_action": action,
-        "message": machine.message(mission, action, pending),
-        "checkpoint": head,
-        "last_verified_checkpoint": mission.last_verified_checkpoint,
-        "constraints": mission.constraints.filter(retired_at__isnull=True).order_by("id"),
+    verified = mission.last_verified_checkpoint
+    return ResumeBundleOut.model_construct(
+        mission=construct(MissionSummaryOut, mission),
+        next_action=action,
+        message=machine.message(mission, action, pending),
+        checkpoint=construct(BundleCheckpointOut, head) if head is not None else None,
+        last_verified_checkpoint=construct(CheckpointRefOut, verified) if verified is not None else None,
+        constraints=construct_all(ConstraintSummaryOut, constraints),
         **records,
-        "milestones": milestones,
-        "approvals": approvals,
-        "operations": operations,
-        "memory": memory_for(mission.owner),
-    })
+        milestones=construct_all(MilestoneSummaryOut, milestones),
+        approvals=construct_all(ApprovalSummaryOut, approvals),
+        operations=OperationGroupsOut.model_construct(**operations),
+        memory=construct_all(MemoryEntryOut, memory),
+    )
+
+
+def _shown(queryset: QuerySet[Model], schema: type, *extra: str) -> QuerySet[Model]:
+    """Only the columns `schema` shows (plus `extra`, which its resolvers or the bundle read)."""
+    by_attname = {f.attname: f.name for f in queryset.model._meta.concrete_fields}
+    shown = [by_attname[name] for name in schema.model_fields if name in by_attname]
+    return queryset.only(*shown, *extra)

@@ -70,5 +70,6 @@ def memory_renew(*, actor: Actor, item_id: int) -> MemoryItem:
 
 
 def memory_for(user) -> QuerySet[MemoryItem]:
+    """The items kept about `user` (a user or a user's id) that have not expired."""
     now = timezone.now()
     return MemoryItem.objects.filter(owner=user).filter(Q(expires_at__isnull=True) | Q(expires_at__gt=now))
