@@ -248,7 +248,7 @@ def http_checkpoints(saver: PostgresSaver) -> None:
             raise RuntimeError("non-2xx answers:\n" + "\n".join(agent.failures[:20]))
     finally:
         web.stop()
-    print(f"\n== a checkpoint POSTed over HTTP, one agent in a loop ({server.WORKERS} gunicorn workers)")
+    print(f"\n== a checkpoint POSTed over HTTP, one agent in a loop (make serve, workers: {server.WORKERS})")
     put = show("PostgresSaver put (same run)", took["put"])
     http = show("POST /api/v1/runs/{id}/checkpoints", took["http"])
     common.figure("HTTP checkpoint vs put (speed)", put / http, "×", ".2f")

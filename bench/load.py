@@ -99,7 +99,7 @@ def report(agents: list[server.Agent], elapsed: float, seconds: float) -> None:
             times.setdefault(kind, []).extend(samples)
     total = sum(len(s) for s in times.values())
     rate = total / elapsed
-    print(f"\n== {len(agents)} agents for {seconds:.0f} s through the HTTP API ({server.WORKERS} gunicorn workers)")
+    print(f"\n== {len(agents)} agents for {seconds:.0f} s through the HTTP API (make serve, workers: {server.WORKERS})")
     common.figure("requests", total, fmt="d")
     common.figure("requests/s", rate)
     common.figure("checkpoints/s", len(times.get("checkpoint", [])) / elapsed)

@@ -22,7 +22,8 @@ import common
 # Django's settings log at INFO, which would print a line per request httpx makes.
 logging.getLogger("httpx").setLevel(logging.WARNING)
 
-WORKERS = int(os.environ.get("BENCH_WEB_WORKERS", "4"))
+# make serve's own settings (QUESTLOG_WEB_WORKERS, QUESTLOG_WEB_THREADS) apply when set.
+WORKERS = os.environ.get("QUESTLOG_WEB_WORKERS", "default")
 # The server's snapshot requests go to this broker. In-process by default, as in common.setup():
 # no worker consumes them here, so a real broker would only pile messages up.
 BROKER_URL = os.environ.get("BENCH_WEB_BROKER_URL", "memory://localhost/")
@@ -53,15 +54,17 @@ def free_port() -> int:
 
 
 def serve_command(port: int) -> list[str]:
-    """The command that serves the app. It mirrors `make serve` (gunicorn on config.wsgi, sync
-    workers) so the figures are those of the production server, not Django's development one."""
-    gunicorn = Path(sys.executable).with_name("gunicorn")
-    return [str(gunicorn), "config.wsgi", "--bind", f"127.0.0.1:{port}", "--workers", str(WORKERS), "--log-level", "warning"]
+    """What `make serve` runs (scripts/serve: migrate, then gunicorn with config/gunicorn.py and its
+    default workers and threads), so the figures are those of the production server."""
+    return [str(common.ROOT / "scripts" / "serve")]
 
 
 def start_server(database_url: str) -> Server:
     port = free_port()
-    env = {**os.environ, "DATABASE_URL": database_url, "DJANGO_DEBUG": "0", "CELERY_BROKER_URL": BROKER_URL}
+    env = {
+        **os.environ, "DATABASE_URL": database_url, "DJANGO_DEBUG": "0", "CELERY_BROKER_URL": BROKER_URL,
+        "PYTHON": sys.executable, "QUESTLOG_BIND": f"127.0.0.1:{port}", "QUESTLOG_WEB_ACCESS_LOG": "0",
+    }
     log = Path(tempfile.mkstemp(prefix="questlog-bench-server-", suffix=".log")[1])
     with log.open("wb") as out:
         process = subprocess.Popen(serve_command(port), cwd=common.ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)

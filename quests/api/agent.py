@@ -63,9 +63,8 @@ def start_run(request: HttpRequest, mission_id: int, body: RunIn | None = None):
     body = body or RunIn()
     caller = actor(request)
     run, replayed = runs.run_start(actor=caller, mission_id=mission_id, agent=body.agent or "", key=body.key)
-    # The mission is read again with the bundle (same round trip): `run.mission` may not carry the
-    # changes the start made to the row (a stale run ended, its checkpoint) or may not be loaded.
-    resume = bundle_schema(run.mission_id, actor=caller, for_new_run=run.is_active)
+    # A new run's mission is the row the start locked and changed (fresh); a replay's is read again.
+    resume = bundle_schema(run.mission if not replayed else run.mission_id, actor=caller, for_new_run=run.is_active)
     # Both parts are validated already; validating them again would re-read their own fields.
     answer = RunStartOut.model_construct(run=RunOut.from_orm(run), resume=resume)
     return created(answer, replayed)

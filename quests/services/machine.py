@@ -232,12 +232,15 @@ def transition(
     stop_reason: str | None = None,
     detail: str | None = None,
     retry_at: datetime | None = None,
+    fields: tuple[str, ...] = (),
+    trip: RoundTrip | None = None,
 ) -> None:
-    """Apply one transition to a mission whose row the caller holds locked."""
+    """Apply one transition to a mission whose row the caller holds locked, saving it (with
+    `fields` the caller changed alongside) and its audit event — at once, or in `trip`."""
     _check(TRANSITIONS, mission.status, event, to, _mission_refusal)
     previous = mission.status
     mission.status = to
-    fields = ["status", "updated_at", "state_version"]
+    fields = ["status", "updated_at", "state_version", *fields]
     if stop_reason is not None:
         mission.stop_reason = stop_reason
         mission.stop_detail = detail or ""
@@ -249,7 +252,11 @@ def transition(
         # The one place missions end: from here their working state starts to expire.
         fields += retention_mission_ended(mission)
     mission.state_version += 1
-    mission.save(update_fields=fields)
+    if trip is None:
+        mission.save(update_fields=fields)
+    else:
+        columns = [mission._meta.get_field(name) for name in dict.fromkeys(fields)]
+        trip.update(Mission.objects.filter(pk=mission.pk), **{f.attname: f.pre_save(mission, add=False) for f in columns})
     audit(
         actor=actor,
         mission=mission,
@@ -260,6 +267,7 @@ def transition(
         to_state=to,
         stop_reason=stop_reason,
         detail=detail or "",
+        trip=trip,
     )
 
 

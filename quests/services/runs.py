@@ -11,24 +11,28 @@ from checkpoints.roundtrip import RoundTrip
 
 from quests.models import Mission, MissionStatus, Run, StopReason
 from quests.services import idempotency, machine, pending
-from quests.services.access import get_for, visible
+from quests.services.access import visible
 from quests.services.audit import SYSTEM, Actor, audit
 from quests.services.errors import Conflict, NotFound, run_ended
 from quests.services.locking import fence, lock_mission, lock_run
 from quests.services.savestate import take_checkpoint
 
 
+@idempotency.retried_on_key_race
 def run_start(*, actor: Actor, mission_id: int, agent: str = "", key: str | None = None) -> tuple[Run, bool]:
     """Start a run. Returns (run, replayed). A stale active run is ended `interrupted` first."""
+    lookup = idempotency.Lookup(owner_id=actor.user.pk if actor.user else 0, suffix="runs", key=key, body={"agent": agent})
     with transaction.atomic():
-        mission = get_for(actor, Mission, mission_id, for_update=True)
-        body = {"agent": agent}
-        scope = f"m{mission.pk}:runs"
-        replayed = idempotency.replayed_id(owner=mission.owner, scope=scope, key=key, body=body)
+        rows = visible(actor, Mission).select_for_update(of=("self",)).filter(pk=mission_id)
+        mission = rows.annotate(**lookup.annotations("pk")).first()
+        if mission is None:
+            raise NotFound(f"No mission with id {mission_id}.")
+        lookup.read(mission)
+        replayed = lookup.replayed_id()
         if replayed is not None:
             return Run.objects.get(pk=replayed), True
-        active = mission.runs.filter(ended_at__isnull=True).first()
-        if active is not None:
+        if mission.active_run_id is not None:
+            active = Run.objects.get(pk=mission.active_run_id)
             if not active.is_stale():
                 raise Conflict(
                     "Another run is active on this mission; only one run may work on a mission at a time.",
@@ -52,14 +56,15 @@ def run_start(*, actor: Actor, mission_id: int, agent: str = "", key: str | None
             )
         mission.run_count += 1
         now = timezone.now()
-        run = Run.objects.create(
-            mission=mission, number=mission.run_count, agent=agent, token=actor.token, started_at=now, heartbeat_at=now
-        )
+        run = Run(mission=mission, number=mission.run_count, agent=agent, token=actor.token, started_at=now, heartbeat_at=now)
+        run.save()
+        # The rest in one round trip: the mission's new state, both audit events, the key.
+        trip = RoundTrip()
         mission.active_run = run
-        mission.save(update_fields=["run_count", "active_run"])
-        machine.transition(mission, event="start_run", to=MissionStatus.RUNNING, actor=actor)
-        audit(actor=actor, mission=mission, entity="run", entity_id=run.pk, action="start", to_state="active")
-        idempotency.remember(owner=mission.owner, scope=scope, key=key, body=body, object_id=run.pk)
+        machine.transition(mission, event="start_run", to=MissionStatus.RUNNING, actor=actor, fields=("run_count", "active_run"), trip=trip)
+        audit(actor=actor, mission=mission, entity="run", entity_id=run.pk, action="start", to_state="active", trip=trip)
+        lookup.remember(mission_id=mission.pk, object_id=run.pk, trip=trip)
+        trip.run()
         return run, False
 
 
