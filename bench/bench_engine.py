@@ -135,10 +135,10 @@ def build_history(mission_id: int, run_id: int, checkpoints: int) -> float:
     start = time.perf_counter()
     with transaction.atomic():
         mission = Mission.objects.select_for_update().get(pk=mission_id)
-        document, report, watermark = state_document(mission)
+        document = state_document(mission)
         template = storage.checkpoint_write(
             mission_id=mission_id, run_id=run_id, parent=mission.head_checkpoint, seq=mission.next_checkpoint_seq,
-            trigger="agent", state=document, agent_state=state.state, record_watermark=watermark, compaction_report=report,
+            trigger="agent", state=document, agent_state=state.state,
         )
     fields = {f.attname: getattr(template, f.attname) for f in Checkpoint._meta.concrete_fields if not f.primary_key}
     refs = dict(template.agent_state_refs)

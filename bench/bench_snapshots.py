@@ -85,7 +85,7 @@ class Agent:
 
 def state_bytes(mission_id: int) -> int:
     with transaction.atomic():
-        document, _, _ = state_document(lock_mission(mission_id))
+        document = state_document(lock_mission(mission_id))
         return len(storage.canonical_json(document))
 
 

@@ -24,15 +24,27 @@ HOLD_AT_MOST = 300  # seconds; the test kills the worker long before, this only 
 
 
 def hold_snapshots() -> None:
-    from django.db.models.signals import post_save
+    from celery.signals import worker_process_init, worker_init
 
-    def hold(sender, instance, created: bool, **kwargs) -> None:
-        if created and instance.trigger == "background":
-            print(SNAPSHOT_HELD, file=sys.__stdout__, flush=True)
-            threading.Event().wait(HOLD_AT_MOST)
+    def install(**kwargs) -> None:
+        # Once Django is set up in the worker: wrap the function the snapshot task calls to write
+        # its checkpoint (its rows are written with their statements sent together, so there is
+        # no per-row save signal to hook).
+        from quests.services import snapshots
 
-    # A lazy sender: the model is resolved once the worker has set Django up.
-    post_save.connect(hold, sender="checkpoints.Checkpoint", weak=False)
+        take = snapshots.take_checkpoint_if_changed
+
+        def take_and_hold(*args, **kw):
+            checkpoint = take(*args, **kw)
+            if checkpoint is not None:
+                print(SNAPSHOT_HELD, file=sys.__stdout__, flush=True)
+                threading.Event().wait(HOLD_AT_MOST)
+            return checkpoint
+
+        snapshots.take_checkpoint_if_changed = take_and_hold
+
+    worker_init.connect(install, weak=False)
+    worker_process_init.connect(install, weak=False)
 
 
 def record_sleeps() -> None:

@@ -148,9 +148,7 @@ def sections_refresh(mission: Mission, names: Iterable[str] = SECTIONS, *, recou
         row = counts.rows[0] if counts.rows else {}
         report = _report(mission)
         report["archived_total"] = {"notes": row.get("notes", 0), "tool_outputs": row.get("tool_outputs", 0), "bytes": row.get("bytes") or 0}
-        watermark = Record.objects.filter(mission_id=mission.pk).aggregate(m=Max("pk"))["m"] or 0
-        report["watermark"] = watermark
-        report["since"] = {"tool_outputs": 0, "bytes": 0}
+        report["watermark"] = Record.objects.filter(mission_id=mission.pk).aggregate(m=Max("pk"))["m"] or 0
 
 
 def ensure_current(mission: Mission) -> None:
@@ -245,11 +243,12 @@ def take_checkpoint(
 
     The agent's checkpoints and background snapshots copy the current document. The system's
     own (a stop, an approval, a milestone, a restore) come after changes made by the people-side
-    services and rebuild every section first, so they never depend on a section being refreshed.
+    services and rebuild every section (and recount the archive) first, so they never depend on a section being refreshed.
     With `trip`, the final statements are added to it and the caller runs it (see
     `checkpoints.services.checkpoint_write`)."""
     if trigger not in (Trigger.AGENT, Trigger.BACKGROUND):
-        sections_refresh(mission, recount=not mission.state_refs)
+        # A restore sets records aside, so the archive totals are counted again too.
+        sections_refresh(mission, recount=True)
     return _write(mission, trigger=trigger, run=run, agent_state=agent_state, note=note, trip=trip, guarded=guarded)
 
 
