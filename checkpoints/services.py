@@ -101,6 +101,7 @@ def checkpoint_write(
     extra_blobs: list[Blob] = (),
     trip: RoundTrip | None = None,
     guarded: bool = False,
+    stored: set[str] = frozenset(),
 ) -> Checkpoint:
     """Write an immutable checkpoint in two round trips: the blobs it needs, then its row.
 
@@ -128,7 +129,9 @@ def checkpoint_write(
     if not guarded:
         blob_writers_guard()
     blobs = RoundTrip()
-    staged = blobs_stage(blobs, blob_rows({**state_contents, **agent_contents}) + list(extra_blobs))
+    # `stored`: blobs the caller knows exist (the head's parts); an unchanged part is not sent again.
+    sending = {sha: content for sha, content in {**state_contents, **agent_contents}.items() if sha not in stored}
+    staged = blobs_stage(blobs, blob_rows(sending) + list(extra_blobs))
     blobs.run()
     counted = {**state_contents, **agent_contents}
     checkpoint = Checkpoint(

@@ -156,3 +156,16 @@ def test_run_start(working, django_assert_max_num_queries):
         f"missions/{mission_id}/runs", {"agent": "test", "key": key()}
     ))
     assert answer["resume"]["checkpoint"]["agent_state"] == AGENT_STATE
+
+
+def test_a_checkpoint_sends_only_the_parts_its_head_lacks(working):
+    """The head's agent-state parts exist already: an unchanged part is not sent again."""
+    from checkpoints.services import canonical_json, sha256_hex
+
+    agent, _, run_id = working
+    changed = {**AGENT_STATE, "k07": {"text": "only this changed", "n": 7}}
+    with CaptureQueriesContext(connection) as captured:
+        assert agent.post(f"runs/{run_id}/checkpoints", {"agent_state": changed, "key": key()}).status_code == 201
+    sent = " ".join(q["sql"] for q in captured.captured_queries if "checkpoints_blob" in q["sql"] and "INSERT" in q["sql"])
+    assert sha256_hex(canonical_json(changed["k07"])) in sent
+    assert sha256_hex(canonical_json(AGENT_STATE["k01"])) not in sent

@@ -29,14 +29,15 @@ def checkpoint_create(
 ) -> tuple[Checkpoint, bool]:
     lookup = _lookup(actor, "checkpoints", key, {"agent_state": agent_state, "note": note})
     with transaction.atomic():
-        run, mission = lock_run(actor, run_id, lookup=lookup, blobs=True)
+        run, mission = lock_run(actor, run_id, lookup=lookup, blobs=True, annotations=savestate.head_parts_annotations())
         replayed = lookup.replayed_id()
         if replayed is not None:
             return Checkpoint.objects.get(pk=replayed), True
         trip = RoundTrip()
         fence(run, mission, trip=trip)
         checkpoint = savestate.take_checkpoint(
-            mission, trigger="agent", run=run, agent_state=agent_state, note=note, trip=trip, guarded=True
+            mission, trigger="agent", run=run, agent_state=agent_state, note=note, trip=trip, guarded=True,
+            stored=savestate.head_parts(run, mission),
         )
         lookup.remember(mission_id=mission.pk, object_id=savestate.checkpoint_id_of(mission, checkpoint.seq), trip=trip)
         trip.run()

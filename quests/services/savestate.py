@@ -16,11 +16,12 @@ equal it (tests/test_properties_savestate.py checks that after random sequences 
 Two sections are made from the mission row itself when a checkpoint is written: `mission` (its
 title, status, …) and `archive` (how much compaction has moved out of active state)."""
 
+import json
 from collections.abc import Iterable
 from typing import Any
 
 from django.conf import settings
-from django.db.models import Count, Max, Q, QuerySet, Subquery, Sum
+from django.db.models import Count, Max, OuterRef, Q, QuerySet, Subquery, Sum
 from django.utils import timezone
 
 from checkpoints import compaction, services as storage
@@ -238,6 +239,7 @@ def take_checkpoint(
     note: str = "",
     trip: RoundTrip | None = None,
     guarded: bool = False,
+    stored: set[str] = frozenset(),
 ) -> Checkpoint:
     """Write a checkpoint of the mission (whose row the caller holds locked) and move its head.
 
@@ -249,7 +251,7 @@ def take_checkpoint(
     if trigger not in (Trigger.AGENT, Trigger.BACKGROUND):
         # A restore sets records aside, so the archive totals are counted again too.
         sections_refresh(mission, recount=True)
-    return _write(mission, trigger=trigger, run=run, agent_state=agent_state, note=note, trip=trip, guarded=guarded)
+    return _write(mission, trigger=trigger, run=run, agent_state=agent_state, note=note, trip=trip, guarded=guarded, stored=stored)
 
 
 def take_checkpoint_if_changed(mission: Mission, *, trigger: str) -> Checkpoint | None:
@@ -278,6 +280,22 @@ def head_of(mission: Mission) -> Checkpoint | None:
     return head
 
 
+def head_parts_annotations() -> dict[str, Subquery]:
+    """For the statement that locks the mission (seen as `mission_id`): the head's id and its
+    agent-state refs, so a checkpoint sends only the parts the head does not already hold."""
+    head = Checkpoint.objects.filter(pk=OuterRef("mission__head_checkpoint_id"))
+    return {"head_seen_id": Subquery(head.values("pk")[:1]), "head_seen_parts": Subquery(head.values("agent_state_refs")[:1])}
+
+
+def head_parts(row: Any, mission: Mission) -> set[str]:
+    """The blobs the head's agent state refers to, if the head read with the lock is still the
+    head (the locked row says so): they exist, and cannot be collected while the head is the head."""
+    if row.head_seen_id is None or row.head_seen_id != mission.head_checkpoint_id or not row.head_seen_parts:
+        return set()
+    parts = row.head_seen_parts
+    return set((json.loads(parts) if isinstance(parts, str) else parts).values())
+
+
 def checkpoint_id_of(mission: Mission, seq: int) -> Subquery:
     """The id of the mission's checkpoint number `seq`, for a statement in the same round trip as
     the insert that creates it."""
@@ -294,6 +312,7 @@ def _write(
     trip: RoundTrip | None = None,
     guarded: bool = False,
     archived: "compaction.Archived | None" = None,
+    stored: set[str] = frozenset(),
 ) -> Checkpoint:
     if archived is None and _report(mission)["archive_due"]:
         archived = _notes_archive(mission)
@@ -327,6 +346,7 @@ def _write(
         extra_blobs=archived.blobs if archived else [],
         trip=trip,
         guarded=guarded,
+        stored=stored,
     )
     if archived is not None:
         archived.stage_update(trip)
