@@ -35,6 +35,10 @@ class Blob(Lifecycle):
     data = models.BinaryField()
     size_bytes = models.PositiveIntegerField()
     media_type = models.CharField(max_length=64, default="application/json")
+    # A blob is never looked up by age or expiry (it lives while something refers to it), so the
+    # lifecycle indexes every other stored piece has would only cost bytes on every checkpoint.
+    created_at = models.DateTimeField(auto_now_add=True)
+    expires_at = models.DateTimeField(null=True, blank=True)
 
     def __str__(self) -> str:
         return f"{self.sha256[:12]} ({self.size_bytes} B)"
@@ -53,7 +57,8 @@ class Checkpoint(Lifecycle):
     """An immutable snapshot of a mission's save state. The state document and the agent's own
     state are stored part by part as blob references, so an unchanged part costs a reference."""
 
-    mission = models.ForeignKey("quests.Mission", on_delete=models.CASCADE, related_name="checkpoints")
+    # Not indexed alone: the unique (mission, seq) index serves every lookup by mission.
+    mission = models.ForeignKey("quests.Mission", on_delete=models.CASCADE, related_name="checkpoints", db_index=False)
     run = models.ForeignKey("quests.Run", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     parent = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="children")
     seq = models.PositiveIntegerField()
@@ -73,7 +78,7 @@ class Checkpoint(Lifecycle):
     class Meta:
         constraints = [models.UniqueConstraint(fields=["mission", "seq"], name="checkpoint_seq_unique_per_mission")]
         indexes = [
-            models.Index(fields=["mission", "-seq"], name="checkpoint_mission_seq_desc"),
+            # (The newest checkpoints of a mission are read backwards along the unique (mission, seq) index.)
             # Pruning looks for old, unverified background snapshots across all missions.
             models.Index(
                 fields=["created_at", "mission"],

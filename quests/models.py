@@ -314,7 +314,8 @@ class IdempotentRequest(models.Model):
     """A creating POST that carried a `key`: the same key with the same body replays the original
     resource; a different body is `key_reuse`. One table serves every kind of creation."""
 
-    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    # Not indexed alone: the unique (owner, scope, key) index serves lookups by owner.
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+", db_index=False)
     scope = models.CharField(max_length=100)
     key = models.CharField(max_length=200)
     request_hash = models.CharField(max_length=64)
