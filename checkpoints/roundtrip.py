@@ -123,6 +123,13 @@ class RoundTrip:
     def update(self, queryset: QuerySet, **values: Any) -> Updated:
         return self._add(Updated(queryset, values, self.using))
 
+    def save(self, obj: Model, update_fields: Iterable[str]) -> Updated:
+        """`obj.save(update_fields=…)` in this round trip: each column gets the value save() would
+        write (`pre_save`, so auto_now times included)."""
+        columns = [obj._meta.get_field(name) for name in dict.fromkeys(update_fields)]
+        values = {f.attname: f.pre_save(obj, add=False) for f in columns}
+        return self.update(type(obj)._default_manager.filter(pk=obj.pk), **values)
+
     def _add(self, step: Step):
         self.steps.append(step)
         return step

@@ -64,13 +64,6 @@ def parts(document: dict[str, Any]) -> tuple[dict[str, str], dict[str, bytes]]:
     return refs, contents
 
 
-def parts_put(document: dict[str, Any]) -> tuple[dict[str, str], int, int]:
-    """Store a document by top-level key. Returns {key: hash}, its total size and new bytes."""
-    refs, contents = parts(document)
-    _, new_bytes = blobs_put(list(contents.values()))
-    return refs, sum(len(contents[sha]) for sha in refs.values()), new_bytes
-
-
 def parts_get(refs: dict[str, str], contents: dict[str, bytes] | None = None) -> dict[str, Any]:
     contents = contents if contents is not None else blobs_get(list(refs.values()))
     return {key: json.loads(contents[sha]) for key, sha in refs.items() if sha in contents}

@@ -36,16 +36,23 @@ def replayed_id(*, owner, scope: str, key: str | None, body: dict[str, Any]) -> 
     existing = IdempotentRequest.objects.filter(owner=owner, scope=scope, key=key).first()
     if existing is None:
         return None
-    if existing.request_hash != request_hash(body):
+    return _replayed(existing.object_id, existing.request_hash, key, body)
+
+
+def _replayed(object_id: int, earlier_hash: str, key: str, body: dict[str, Any]) -> int:
+    """The earlier object, if the key came with the same body; a different body is refused."""
+    if earlier_hash != request_hash(body):
         raise key_reuse(key)
-    return existing.object_id
+    return object_id
+
+
+def _row(*, owner_id: int, scope: str, key: str, body: dict[str, Any], object_id: Any) -> IdempotentRequest:
+    return IdempotentRequest(owner_id=owner_id, scope=scope, key=key, request_hash=request_hash(body), object_id=object_id)
 
 
 def remember(*, owner, scope: str, key: str | None, body: dict[str, Any], object_id: int) -> None:
     if key:
-        IdempotentRequest.objects.create(
-            owner=owner, scope=scope, key=key, request_hash=request_hash(body), object_id=object_id
-        )
+        _row(owner_id=getattr(owner, "pk", owner), scope=scope, key=key, body=body, object_id=object_id).save()
 
 
 class Lookup:
@@ -83,20 +90,13 @@ class Lookup:
         object_id, earlier_hash = self.found
         if object_id is None:
             return None
-        if earlier_hash != request_hash(self.body):
-            raise key_reuse(self.key)
-        return object_id
+        return _replayed(object_id, earlier_hash, self.key, self.body)
 
     def remember(self, *, mission_id: int, object_id: Any, trip: RoundTrip) -> None:
         """`object_id` may be an expression (the id of a row inserted earlier in the same trip)."""
         if self.key:
-            trip.insert(
-                IdempotentRequest(
-                    owner_id=self.owner_id, scope=f"m{mission_id}:{self.suffix}", key=self.key,
-                    request_hash=request_hash(self.body), object_id=object_id,
-                ),
-                returning=False,
-            )
+            row = _row(owner_id=self.owner_id, scope=f"m{mission_id}:{self.suffix}", key=self.key, body=self.body, object_id=object_id)
+            trip.insert(row, returning=False)
 
 
 # The unique constraints a second request with the same key runs into when it raced the first.

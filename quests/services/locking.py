@@ -55,10 +55,10 @@ def lock_run(
     return run, run.mission
 
 
-def lock_operation_mission(actor: "Actor", operation_id: int, mission_path: str = "operations") -> Mission:
+def lock_operation_mission(actor: "Actor", operation_id: int) -> Mission:
     """The mission of an operation the caller may see, locked (one statement). The operation
     itself is read after the lock, so its status is current."""
-    mission = visible(actor, Mission).select_for_update(of=("self",)).filter(**{f"{mission_path}__pk": operation_id}).first()
+    mission = visible(actor, Mission).select_for_update(of=("self",)).filter(operations__pk=operation_id).first()
     if mission is None:
         raise NotFound(f"No operation with id {operation_id}.")
     return mission

@@ -196,9 +196,7 @@ def move(
     if trip is None:
         row.save(update_fields=[*changed, *fields])
     else:
-        columns = [row._meta.get_field(name) for name in dict.fromkeys([*changed, *fields])]
-        # pre_save gives each column the value save() would write (auto_now times included).
-        trip.update(type(row).objects.filter(pk=row.pk), **{f.attname: f.pre_save(row, add=False) for f in columns})
+        trip.save(row, [*changed, *fields])
     audit(
         actor=actor, mission=mission, entity=table.entity, entity_id=row.pk, action=event,
         from_state=previous, to_state=to, trip=trip, **data,
@@ -255,8 +253,7 @@ def transition(
     if trip is None:
         mission.save(update_fields=fields)
     else:
-        columns = [mission._meta.get_field(name) for name in dict.fromkeys(fields)]
-        trip.update(Mission.objects.filter(pk=mission.pk), **{f.attname: f.pre_save(mission, add=False) for f in columns})
+        trip.save(mission, fields)
     audit(
         actor=actor,
         mission=mission,

@@ -5,7 +5,6 @@ from typing import Any
 
 from django.db import transaction
 from django.db.models import OuterRef, Subquery
-from django.utils import timezone
 
 from checkpoints.models import Operation, OperationEvent, OperationStatus as O
 from checkpoints.roundtrip import RoundTrip
@@ -152,9 +151,8 @@ def operation_observe(*, actor: Actor, operation_id: int, external_status: str, 
         op.external_status = external_status
         if receipt is not None:
             op.receipt = receipt
-        op.updated_at = timezone.now()
         trip = RoundTrip()
-        trip.update(Operation.objects.filter(pk=op.pk), external_status=op.external_status, receipt=op.receipt, updated_at=op.updated_at)
+        trip.save(op, ["external_status", "receipt", "updated_at"])
         _event(op, "observed", trip, external_status=external_status, receipt=receipt)
         # Not a status change: the audit states stay the operation's own, the external ones go in the data.
         audit(

@@ -9,6 +9,7 @@ from typing import Any
 from django.conf import settings
 from django.db import transaction
 
+from checkpoints import compaction
 from checkpoints.models import Checkpoint, Record, RecordKind
 from checkpoints.roundtrip import RoundTrip
 from checkpoints.services import blob_rows, blobs_stage, sha256_hex
@@ -75,7 +76,7 @@ def record_create(
             content = text.encode()
             record.blob_id = sha256_hex(content)
             record.archived = True
-            record.text = _preview(text)
+            record.text = compaction.preview(text, settings.QUESTLOG_PREVIEW_CHARS)
             blobs_stage(first, blob_rows({record.blob_id: content}, media_type="text/plain"))
         else:
             record.text = text
@@ -99,8 +100,3 @@ def record_create(
         state_changed(mission, sections=(), trip=second)
         second.run()
         return record, False
-
-
-def _preview(text: str) -> str:
-    limit = settings.QUESTLOG_PREVIEW_CHARS
-    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"

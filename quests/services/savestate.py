@@ -48,7 +48,6 @@ RECORD_SECTIONS = {
 # The sections kept current by the services; `mission` and `archive` come from the mission row.
 SECTIONS = ("constraints", *RECORD_SECTIONS.values(), "milestones", "approvals", "operations")
 LEDGER = ("operations",)
-REVIEWS = ("milestones", "approvals")
 ZERO_TOTAL = {"notes": 0, "tool_outputs": 0, "bytes": 0}
 _RECORD_COLUMNS = ("id", "kind", "text", "data", "blob_id", "size_bytes")
 
