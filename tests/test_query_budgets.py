@@ -169,3 +169,35 @@ def test_a_checkpoint_sends_only_the_parts_its_head_lacks(working):
     sent = " ".join(q["sql"] for q in captured.captured_queries if "checkpoints_blob" in q["sql"] and "INSERT" in q["sql"])
     assert sha256_hex(canonical_json(changed["k07"])) in sent
     assert sha256_hex(canonical_json(AGENT_STATE["k01"])) not in sent
+
+
+def test_a_checkpoint_stores_its_blobs_in_one_statement_under_one_lock(working):
+    """Blobs: one `INSERT … ON CONFLICT DO NOTHING` and one blob writers' lock per checkpoint,
+    also when records (a raw tool output among them) changed sections since the last one."""
+    agent, _, run_id = working
+    agent.post(f"runs/{run_id}/records", {"kind": "tool_output", "text": "raw " * 50, "key": key()})
+    agent.post(f"runs/{run_id}/records", {"kind": "decision", "text": "Lakeside", "key": key()})
+    changed = {**AGENT_STATE, "k03": {"text": "changed", "n": 3}}
+    with CaptureQueriesContext(connection) as captured:
+        assert agent.post(f"runs/{run_id}/checkpoints", {"agent_state": changed, "key": key()}).status_code == 201
+    statements = [s for q in captured.captured_queries for s in q["sql"].split("; ")]
+    assert sum('INSERT INTO "checkpoints_blob"' in s for s in statements) == 1
+    assert sum("pg_advisory_xact_lock_shared" in s for s in statements) == 1
+    assert all("ON CONFLICT DO NOTHING" in s for s in statements if 'INSERT INTO "checkpoints_blob"' in s)
+
+
+SNAPSHOT_BUDGET = 6  # claim, lock, blobs, the row with the head, close the claim (+ the blob lock)
+
+
+def test_a_background_snapshot_costs_the_same_whatever_the_mission_holds(working, django_assert_max_num_queries):
+    """Background snapshots get the same saving: they copy the current refs, so their cost does
+    not depend on how many records, operations, milestones and approvals the mission holds."""
+    from checkpoints.models import SnapshotRequest
+    from quests.services import snapshots
+
+    agent, mission_id, run_id = working
+    agent.post(f"runs/{run_id}/records", {"kind": "decision", "text": "Use the lake venue", "key": key()})
+    request = SnapshotRequest.objects.get(mission_id=mission_id, status="pending")
+    SnapshotRequest.objects.filter(pk=request.pk).update(not_before=timezone.now())
+    with django_assert_max_num_queries(SNAPSHOT_BUDGET):
+        assert snapshots.snapshot_take(request_id=request.pk) == "taken"
