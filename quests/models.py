@@ -185,6 +185,9 @@ class Approval(Lifecycle):
     respond_by = models.DateTimeField(null=True, blank=True)
     decided_at = models.DateTimeField(null=True, blank=True)
     decided_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    # The agent's own id for what it asks (a LangGraph interrupt id, an OpenAI Agents tool call
+    # id): how an adapter matches a person's decision to the pause it answers.
+    agent_ref = models.CharField(max_length=200, blank=True, default="")
 
     class Meta:
         ordering = ["id"]

@@ -179,6 +179,7 @@ class ApprovalSummaryOut(Schema):
 
 class ApprovalOut(ApprovalSummaryOut):
     mission_id: int
+    agent_ref: str = ""
     checkpoint_id: int | None
     expires_at: IsoDatetime | None
     created_at: IsoDatetime | None
@@ -189,6 +190,10 @@ class ApprovalOut(ApprovalSummaryOut):
     @staticmethod
     def resolve_expires_at(approval) -> datetime | None:
         return approval.respond_by
+
+
+class ApprovalList(Schema):
+    items: list[ApprovalOut]
 
 
 class MilestoneSummaryOut(Schema):

@@ -9,12 +9,12 @@ from checkpoints.services import checkpoint_documents
 from quests.api.auth import actor
 from quests.api.responses import ACT, BODY, READ, answers, created_or_replayed
 from quests.api.schemas import (
-    ApprovalIn, CheckpointIn, CompleteIn, ConstraintIn, FailIn, MemoryProposalIn, MilestoneIn, MissionIn,
+    ApprovalBatchIn, ApprovalIn, CheckpointIn, CompleteIn, ConstraintIn, FailIn, MemoryProposalIn, MilestoneIn, MissionIn,
     ObserveIn, OperationIn, RecordIn, RunIn, StopIn,
 )
 from quests.models import Mission
 from quests.schemas import (
-    ApprovalOut, CheckpointDetailOut, CheckpointList, CheckpointOut, ConstraintOut, MemoryItemList,
+    ApprovalList, ApprovalOut, CheckpointDetailOut, CheckpointList, CheckpointOut, ConstraintOut, MemoryItemList,
     MemoryProposalOut, MilestoneOut, MissionList, MissionOut, OperationOut, RecordOut, ResumeBundleOut, RunOut,
     RunStartOut,
 )
@@ -158,9 +158,21 @@ def observe_operation(request: HttpRequest, operation_id: int, body: ObserveIn):
 def request_approval(request: HttpRequest, run_id: int, body: ApprovalIn):
     approval, replayed = approvals.approval_request(
         actor=actor(request), run_id=run_id, action=body.action, payload=body.payload, reason=body.reason,
-        agent_state=body.agent_state, respond_by=body.expires_at, key=body.key,
+        agent_state=body.agent_state, respond_by=body.expires_at, key=body.key, agent_ref=body.agent_ref,
     )
     return created(approval, replayed)
+
+
+@router.post("/runs/{int:run_id}/approvals/batch", response=answers(created_or_replayed(ApprovalList), *CREATE))
+def request_approvals(request: HttpRequest, run_id: int, body: ApprovalBatchIn):
+    items = [
+        {"action": item.action, "payload": item.payload, "reason": item.reason, "respond_by": item.expires_at, "agent_ref": item.agent_ref}
+        for item in body.items
+    ]
+    approvals_made, replayed = approvals.approvals_request(
+        actor=actor(request), run_id=run_id, items=items, agent_state=body.agent_state, key=body.key
+    )
+    return created({"items": approvals_made}, replayed)
 
 
 @router.post("/runs/{int:run_id}/milestones", response=answers(created_or_replayed(MilestoneOut), *CREATE))

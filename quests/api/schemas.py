@@ -160,6 +160,21 @@ class ApprovalIn(In):
     agent_state: JsonObject | None = None
     expires_at: Moment | None = None
     key: Key = None
+    agent_ref: text(max_length=200, blank=True) = ""
+
+
+class ApprovalItemIn(In):
+    action: text(max_length=500)
+    payload: JsonObject
+    reason: text()
+    expires_at: Moment | None = None
+    agent_ref: text(max_length=200, blank=True) = ""
+
+
+class ApprovalBatchIn(In):
+    items: list[ApprovalItemIn] = Field(min_length=1, max_length=100)
+    agent_state: JsonObject | None = None
+    key: Key = None
 
 
 class MilestoneIn(In):

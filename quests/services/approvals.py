@@ -40,29 +40,64 @@ def approval_request(
     agent_state: dict[str, Any] | None = None,
     respond_by: datetime | None = None,
     key: str | None = None,
+    agent_ref: str = "",
 ) -> tuple[Approval, bool]:
     """The agent asks a person; its run ends `waiting_for_approval` and a checkpoint holds the
     agent's state, so tomorrow's run resumes the same mission, knowing why it asked."""
+    # The request body as the agent sent it (the API calls the deadline `expires_at`).
+    body = {"action": action, "payload": payload, "reason": reason, "agent_state": agent_state, "expires_at": respond_by}
+    if agent_ref:
+        body["agent_ref"] = agent_ref
+    item = {"action": action, "payload": payload, "reason": reason, "respond_by": respond_by, "agent_ref": agent_ref}
+    approvals, replayed = _request(actor=actor, run_id=run_id, items=[item], agent_state=agent_state, key=key, body=body)
+    return approvals[0], replayed
+
+
+def approvals_request(
+    *, actor: Actor, run_id: int, items: list[dict[str, Any]], agent_state: dict[str, Any] | None = None, key: str | None = None
+) -> tuple[list[Approval], bool]:
+    """Several questions at once (tools an agent wants to call in parallel, interrupts of parallel
+    graph nodes): each becomes an approval, and the run ends once, waiting for all of them. Each
+    item has `action`, `payload`, `reason`, and optionally `respond_by` and `agent_ref` (the
+    agent's own id for what it asks: a tool call id, an interrupt id)."""
+    if not items:
+        raise InvalidInput("Ask at least one question.", field="items")
+    body = {"items": items, "agent_state": agent_state}
+    return _request(actor=actor, run_id=run_id, items=items, agent_state=agent_state, key=key, body=body)
+
+
+def _request(
+    *, actor: Actor, run_id: int, items: list[dict[str, Any]], agent_state: dict[str, Any] | None, key: str | None, body: dict[str, Any]
+) -> tuple[list[Approval], bool]:
     with transaction.atomic():
         run, mission = lock_run(actor, run_id)
-        # The request body as the agent sent it (the API calls the deadline `expires_at`).
-        body = {"action": action, "payload": payload, "reason": reason, "agent_state": agent_state, "expires_at": respond_by}
         scope = f"m{mission.pk}:approvals"
         replayed = idempotency.replayed_id(owner=mission.owner, scope=scope, key=key, body=body)
         if replayed is not None:
-            return Approval.objects.get(pk=replayed), True
+            # A batch's approvals were created one after another under the mission's lock.
+            return list(Approval.objects.filter(mission_id=mission.pk, pk__gte=replayed).order_by("pk")[: len(items)]), True
         fence(run, mission)
-        approval = Approval.objects.create(mission=mission, run=run, action=action, payload=payload, reason=reason, respond_by=respond_by)
-        audit(actor=actor, mission=mission, entity="approval", entity_id=approval.pk, action="request", to_state="pending")
+        approvals = [
+            Approval.objects.create(
+                mission=mission, run=run, action=item["action"], payload=item["payload"], reason=item["reason"],
+                respond_by=item.get("respond_by"), agent_ref=item.get("agent_ref") or "",
+            )
+            for item in items
+        ]
+        for approval in approvals:
+            audit(actor=actor, mission=mission, entity="approval", entity_id=approval.pk, action="request", to_state="pending")
+        actions = ", ".join(approval.action for approval in approvals)
         run_end(
             mission, run, event="await_approval", to=MissionStatus.WAITING_FOR_APPROVAL,
-            stop_reason=StopReason.WAITING_FOR_APPROVAL, detail=f"Waiting for approval to {action}", actor=actor, checkpoint=False,
+            stop_reason=StopReason.WAITING_FOR_APPROVAL, detail=f"Waiting for approval to {actions}", actor=actor, checkpoint=False,
         )
-        approval.checkpoint = take_checkpoint(mission, trigger="approval", run=run, agent_state=agent_state)
-        approval.save(update_fields=["checkpoint"])
-        idempotency.remember(owner=mission.owner, scope=scope, key=key, body=body, object_id=approval.pk)
+        checkpoint = take_checkpoint(mission, trigger="approval", run=run, agent_state=agent_state)
+        Approval.objects.filter(pk__in=[approval.pk for approval in approvals]).update(checkpoint=checkpoint)
+        for approval in approvals:
+            approval.checkpoint = checkpoint
+        idempotency.remember(owner=mission.owner, scope=scope, key=key, body=body, object_id=approvals[0].pk)
         state_changed(mission)
-        return approval, False
+        return approvals, False
 
 
 def approval_decide(
