@@ -293,3 +293,61 @@ class PurgeLog(models.Model):
 
     class Meta:
         ordering = ["-id"]
+
+
+class GraphCheckpoint(Lifecycle):
+    """Where LangGraph finds one of its checkpoints (`questlog_client.langgraph.QuestlogSaver`).
+    The save state is the Questlog checkpoint it names, so the mission page, restore, compaction
+    and retention treat it like any other; this row keeps what LangGraph looks it up by: its
+    namespace and id within the thread (the mission), its parent, its metadata (filterable), and
+    which blob holds each channel's value at the version the checkpoint saw."""
+
+    checkpoint = models.OneToOneField(Checkpoint, on_delete=models.CASCADE, related_name="graph")
+    # Not indexed alone: the unique (mission, ns, graph_id) index serves every lookup by mission.
+    mission = models.ForeignKey("quests.Mission", on_delete=models.CASCADE, related_name="+", db_index=False)
+    ns = models.CharField(max_length=500, blank=True, default="")
+    # LangGraph's own ids (uuid6 text): they sort by time, so "newest first" is "largest first".
+    graph_id = models.CharField(max_length=100)
+    parent_graph_id = models.CharField(max_length=100, blank=True, default="")
+    # The checkpoint without its channel values: v, ts, channel_versions, versions_seen, …
+    skeleton = models.JSONField(default=dict)
+    metadata = models.JSONField(default=dict)
+    # {channel: [version, blob sha256]}: a channel that did not change is a reference, not a copy.
+    channels = models.JSONField(default=dict)
+    # LangGraph's run id (metadata `run_id`), for `delete_for_runs`.
+    run_ref = models.CharField(max_length=100, blank=True, default="", db_index=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    expires_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["mission", "ns", "graph_id"], name="graph_checkpoint_unique_per_thread")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.ns or '(root)'} {self.graph_id}"
+
+
+class GraphWrite(Lifecycle):
+    """A pending write of a LangGraph task on a checkpoint: kept until the next checkpoint of the
+    namespace, so a task that finished before a crash is not run again. `value` is the client's
+    encoding ({"type", "data"}), opaque here."""
+
+    graph_checkpoint = models.ForeignKey(GraphCheckpoint, on_delete=models.CASCADE, related_name="writes")
+    task_id = models.CharField(max_length=100)
+    task_path = models.CharField(max_length=500, blank=True, default="")
+    # LangGraph's index of the write in its task; special channels (errors, interrupts) are negative.
+    idx = models.IntegerField()
+    channel = models.CharField(max_length=500)
+    value = models.JSONField(default=dict)
+    created_at = models.DateTimeField(auto_now_add=True)
+    expires_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["graph_checkpoint", "task_id", "idx"], name="graph_write_unique_per_task")
+        ]
+        ordering = ["task_path", "task_id", "idx"]
+
+    def __str__(self) -> str:
+        return f"{self.task_id}[{self.idx}] {self.channel}"

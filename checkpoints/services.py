@@ -88,6 +88,7 @@ def checkpoint_write(
     state_contents: dict[str, bytes] | None = None,
     state_size: int | None = None,
     agent_state: dict[str, Any] | None,
+    agent_parts: tuple[dict[str, str], dict[str, bytes], int] | None = None,
     record_watermark: int = 0,
     note: str = "",
     compaction_report: dict[str, Any] | None = None,
@@ -102,7 +103,9 @@ def checkpoint_write(
     (`state_refs`, with the contents not stored yet in `state_contents` and the document's total
     size in `state_size`): then nothing of the state is re-serialised here. `agent_state=None`
     carries the parent's agent state over by reference (the system's own checkpoints do that); an
-    agent checkpoint needs only its parent's id (`parent_id`).
+    agent checkpoint needs only its parent's id (`parent_id`). `agent_parts` gives the agent state
+    already split: {part: hash}, {hash: content} for the parts that may be new, and the total
+    size. A LangGraph checkpoint sends only the channels that changed and refers to the others.
     With `trip`, the row's insert is added to it and the caller runs it with its own statements
     (which may refer to the new row by mission and `seq`); the returned checkpoint has its id
     once the trip has run. The caller holds the mission's lock, and the blob writers' lock when it
@@ -112,7 +115,9 @@ def checkpoint_write(
         state_size = sum(len(state_contents[sha]) for sha in state_refs.values())
     state_refs = state_refs or {}
     state_contents = state_contents or {}
-    if agent_state is None:
+    if agent_parts is not None:
+        agent_refs, agent_contents, agent_size = agent_parts
+    elif agent_state is None:
         agent_refs = dict(parent.agent_state_refs) if parent else {}
         agent_size = parent.agent_state_bytes if parent else 0
         agent_contents: dict[str, bytes] = {}

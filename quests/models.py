@@ -369,3 +369,21 @@ class Hold(models.Model):
                 condition=Q(mission__isnull=False) | Q(user__isnull=False), name="hold_names_mission_or_user"
             )
         ]
+
+
+class GraphThread(models.Model):
+    """A LangGraph thread of one user and the mission that holds it. It outlives the mission's
+    state when deleted (`deleted_at`): a late write to a deleted thread is refused instead of
+    bringing it back half-empty."""
+
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    thread_id = models.CharField(max_length=300)
+    mission = models.OneToOneField(Mission, null=True, on_delete=models.SET_NULL, related_name="graph_thread")
+    created_at = models.DateTimeField(auto_now_add=True)
+    deleted_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["owner", "thread_id"], name="graph_thread_unique_per_owner")]
+
+    def __str__(self) -> str:
+        return self.thread_id

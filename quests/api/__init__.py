@@ -150,7 +150,8 @@ def on_not_found(request: HttpRequest, exc: Http404) -> HttpResponse:
     return error_response(404, "not_found", "Nothing with that id here.")
 
 
-from quests.api import agent, people  # noqa: E402  (routers register on `api`)
+from quests.api import agent, graph, people  # noqa: E402  (routers register on `api`)
 
 api.add_router("", agent.router)
 api.add_router("", people.router)
+api.add_router("", graph.router)

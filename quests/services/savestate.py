@@ -235,6 +235,7 @@ def take_checkpoint(
     trigger: str,
     run: Run | None = None,
     agent_state: dict[str, Any] | None = None,
+    agent_parts: tuple[dict[str, str], dict[str, bytes], int] | None = None,
     note: str = "",
     trip: RoundTrip | None = None,
     guarded: bool = False,
@@ -250,7 +251,10 @@ def take_checkpoint(
     if trigger not in (Trigger.AGENT, Trigger.BACKGROUND):
         # A restore sets records aside, so the archive totals are counted again too.
         sections_refresh(mission, recount=True)
-    return _write(mission, trigger=trigger, run=run, agent_state=agent_state, note=note, trip=trip, guarded=guarded, stored=stored)
+    return _write(
+        mission, trigger=trigger, run=run, agent_state=agent_state, agent_parts=agent_parts, note=note, trip=trip,
+        guarded=guarded, stored=stored,
+    )
 
 
 def take_checkpoint_if_changed(mission: Mission, *, trigger: str) -> Checkpoint | None:
@@ -307,6 +311,7 @@ def _write(
     trigger: str,
     run: Run | None = None,
     agent_state: dict[str, Any] | None = None,
+    agent_parts: tuple[dict[str, str], dict[str, bytes], int] | None = None,
     note: str = "",
     trip: RoundTrip | None = None,
     guarded: bool = False,
@@ -331,7 +336,7 @@ def _write(
     checkpoint = storage.checkpoint_write(
         mission_id=mission.pk,
         run_id=run.pk if run else None,
-        parent=head_of(mission) if agent_state is None else None,
+        parent=head_of(mission) if agent_state is None and agent_parts is None else None,
         parent_id=mission.head_checkpoint_id,
         seq=seq,
         trigger=trigger,
@@ -339,6 +344,7 @@ def _write(
         state_contents=contents,
         state_size=sum(sizes.get(name, 0) for name in refs),
         agent_state=agent_state,
+        agent_parts=agent_parts,
         record_watermark=report["watermark"],
         note=note,
         compaction_report=compaction_report,

@@ -1,0 +1,161 @@
+"""What a person decides about a graph, and what a node must not do twice.
+
+An `interrupt(value)` becomes an approval: `action`, `payload` and `reason` come from `value` when it
+is a dict with those keys, otherwise the whole value is the payload. `resume_command` turns the
+person's decisions into the `Command` that continues the graph. `operation` runs a node's external
+side effect through the mission's operation ledger: LangGraph re-runs an interrupted node from its
+start, and the ledger answers the stored receipt instead of doing it again."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.serde.types import INTERRUPT
+from langgraph.types import Command
+
+from questlog_client import errors, models
+from questlog_client.langgraph import codec
+from questlog_client.operations import OperationCall, Reconcile
+
+if TYPE_CHECKING:
+    from questlog_client.langgraph.saver import QuestlogSaver
+
+DEFAULT_ACTION = "continue the graph"
+DEFAULT_REASON = "The graph stopped to ask a person before going on."
+# A mission in one of these states must not be resumed: a person stopped it.
+STOPPED = ("paused", "cancelled", "failed", "completed")
+# approval status -> the decision the graph is resumed with
+DECISIONS = {"approved": "approved", "edited": "approved", "rejected": "rejected", "expired": "rejected"}
+
+
+def approvals_asked(interrupts: Any) -> list[dict[str, Any]]:
+    """The approvals LangGraph's `__interrupt__` write asks for, one per interrupt."""
+    asked = []
+    for interrupt in interrupts if isinstance(interrupts, (list, tuple)) else [interrupts]:
+        value = getattr(interrupt, "value", interrupt)
+        interrupt_id = getattr(interrupt, "id", None)
+        if not interrupt_id:
+            continue
+        asked.append({"id": str(interrupt_id), **_question(value)})
+    return asked
+
+
+def _question(value: Any) -> dict[str, Any]:
+    if isinstance(value, dict) and {"action", "payload", "reason"} & set(value):
+        payload = value.get("payload")
+        return {
+            "action": str(value.get("action") or DEFAULT_ACTION)[:500],
+            "payload": codec.jsonable(payload) if isinstance(payload, dict) else {"value": codec.jsonable(payload)},
+            "reason": str(value.get("reason") or DEFAULT_REASON)[:10_000],
+        }
+    payload = codec.jsonable(value)
+    return {"action": DEFAULT_ACTION, "payload": payload if isinstance(payload, dict) else {"value": payload}, "reason": DEFAULT_REASON}
+
+
+def _payload_is_wrapped(value: Any) -> bool:
+    """Whether the approval's payload wraps a value that was not a dict ({"value": …})."""
+    if isinstance(value, dict) and {"action", "payload", "reason"} & set(value):
+        return not isinstance(value.get("payload"), dict)
+    return not isinstance(value, dict)
+
+
+class GraphSession:
+    """The thread's session run, as `OperationCall` needs a run: its id and its calls. When the
+    run was ended meanwhile (a person paused, the sweep ended an idle session), the next call
+    starts the new session the server hands out."""
+
+    def __init__(self, saver: QuestlogSaver, thread_id: str) -> None:
+        self.saver = saver
+        self.thread_id = thread_id
+        self.id = self._start()
+
+    def _start(self) -> int:
+        return int(self.saver._post("langgraph/session", {"thread_id": self.thread_id})["id"])
+
+    def _call(self, method: str, path: str, body: dict[str, Any] | None, *, idempotent: bool | None = None) -> tuple[int, Any]:
+        return self.saver.connection.request(method, path, body, idempotent=idempotent)
+
+
+class Reviews:
+    """The Questlog side of a saver: the mission, the person's decisions, the ledger."""
+
+    def _thread(self: QuestlogSaver, config: RunnableConfig, refs: list[str] | None = None) -> dict[str, Any]:
+        query = {"thread_id": str(config["configurable"]["thread_id"])}
+        if refs is not None:
+            query["refs"] = ",".join(refs)
+        return self._get("langgraph/thread", **query)
+
+    def mission_id(self: QuestlogSaver, config: RunnableConfig) -> int:
+        """The Questlog mission that holds this thread (created by its first checkpoint)."""
+        return int(self._thread(config)["mission_id"])
+
+    def pending_interrupts(self: QuestlogSaver, config: RunnableConfig) -> list[Any]:
+        """The interrupts the thread's latest checkpoint is stopped at."""
+        configurable = config["configurable"]
+        latest = self.get_tuple({"configurable": {"thread_id": configurable["thread_id"], "checkpoint_ns": ""}})
+        if latest is None:
+            return []
+        found: dict[str, Any] = {}
+        for _, channel, value in latest.pending_writes or []:
+            if channel == INTERRUPT:
+                for interrupt in value if isinstance(value, (list, tuple)) else [value]:
+                    if getattr(interrupt, "id", None):
+                        found[str(interrupt.id)] = interrupt
+        return list(found.values())
+
+    def resume_command(self: QuestlogSaver, config: RunnableConfig) -> Command | None:
+        """The `Command` that continues the graph with the person's decisions, or None while one is
+        still pending (or nothing waits). Each decision is
+        {"decision": "approved"|"rejected", "payload": <the approved or edited payload>, "note": str}.
+        Raises `MissionNotStartable` when a person paused or cancelled the mission."""
+        interrupts = self.pending_interrupts(config)
+        thread = self._thread(config, refs=[str(i.id) for i in interrupts])
+        if thread["status"] in STOPPED:
+            raise errors.MissionNotStartable(
+                f"The mission is {thread['status']}: {thread['stop_detail'] or thread['stop_reason'] or 'a person stopped it'}.",
+                status=409, code="mission_not_startable",
+                error={"code": "mission_not_startable", "status": thread["status"], "stop_reason": thread["stop_reason"]},
+            )
+        if not interrupts:
+            return None
+        decided = {approval["agent_ref"]: approval for approval in thread["approvals"]}
+        if any(str(i.id) not in decided or decided[str(i.id)]["status"] == "pending" for i in interrupts):
+            return None
+        answers = {str(i.id): _answer(i, decided[str(i.id)]) for i in interrupts}
+        if len(answers) == 1:
+            return Command(resume=next(iter(answers.values())))
+        return Command(resume=answers)
+
+    def operation(
+        self: QuestlogSaver,
+        config: RunnableConfig,
+        key: str,
+        kind: str,
+        target: str,
+        request: dict[str, Any],
+        *,
+        max_attempts: int = 3,
+        reconcile: Reconcile | None = None,
+    ) -> OperationCall:
+        """A side effect through the thread's operation ledger: call the answer with the effect
+        (`saver.operation(config, "invite:team", "email.send", "team@…", body)(send)`). A key that
+        completed answers its stored receipt, so a node re-run after a crash or a resume does not
+        repeat it. `reconcile` looks the effect up when an attempt's outcome is unknown."""
+        session = GraphSession(self, str(config["configurable"]["thread_id"]))
+        return OperationCall(session, key=key, kind=kind, target=target, request=request, max_attempts=max_attempts, reconcile=reconcile)
+
+    def finish(self: QuestlogSaver, config: RunnableConfig, detail: str = "The graph finished.") -> models.Run:
+        """Mark the thread's mission completed (a graph has no "done" signal a saver sees)."""
+        session = GraphSession(self, str(config["configurable"]["thread_id"]))
+        _, answer = session._call("POST", f"runs/{session.id}/stop", {"reason": "completed", "detail": detail}, idempotent=False)
+        return models.Run.from_dict(answer)
+
+
+def _answer(interrupt: Any, approval: dict[str, Any]) -> dict[str, Any]:
+    decision = DECISIONS.get(approval["status"], "rejected")
+    payload = approval["decided_payload"] if decision == "approved" and approval["decided_payload"] is not None else approval["payload"]
+    if _payload_is_wrapped(interrupt.value) and isinstance(payload, dict) and set(payload) == {"value"}:
+        payload = payload["value"]
+    note = approval.get("note") or ("The request expired before a person answered." if approval["status"] == "expired" else "")
+    return {"decision": decision, "payload": payload, "note": note}

@@ -1,0 +1,256 @@
+"""Endpoints of the LangGraph checkpointer (`questlog_client.langgraph.QuestlogSaver`). Thread ids
+are LangGraph's own strings (any text, slashes included), so they travel in bodies and query
+strings rather than in paths."""
+
+import json
+from typing import Annotated, Any, Literal
+
+from django.http import HttpRequest
+from ninja import Field, Query, Router, Schema, Status
+from pydantic import StringConstraints, WithJsonSchema
+
+from quests.api.auth import actor
+from quests.api.responses import ACT, BODY, READ, answers
+from quests.api.schemas import STORABLE, In, Int, JsonObject, JSON_VALUE_MARKER
+from quests.schemas import ApprovalOut, RunOut
+from quests.services import graph, graph_threads
+from quests.services.errors import InvalidInput
+
+router = Router(tags=["langgraph"])
+
+
+def _string(max_length: int, *, min_length: int = 1) -> Any:
+    return Annotated[str, StringConstraints(min_length=min_length, max_length=max_length, pattern=STORABLE)]
+
+
+ThreadId = _string(300)
+Namespace = _string(500, min_length=0)
+GraphId = _string(100)
+JsonValue = Annotated[Any, WithJsonSchema(JSON_VALUE_MARKER)]
+Index = Annotated[Int, Field(ge=-1000, le=1_000_000)]
+# A thread that does not exist yet, or was deleted: 404 and 410; a paused or cancelled mission: 409.
+WRITE = (*ACT, *BODY, 404, 409, 410)
+
+
+class Encoded(In):
+    """A value as the client's serializer encoded it: `data` is JSON when `type` is "json", else
+    the serialized bytes in base64. Opaque to the server."""
+
+    type: _string(100)
+    data: JsonValue = None
+
+
+class ChannelIn(In):
+    version: _string(100)
+    value: Encoded
+
+
+class GraphCheckpointIn(In):
+    thread_id: ThreadId
+    checkpoint_ns: Namespace = ""
+    checkpoint: JsonObject
+    metadata: JsonObject = {}
+    parent_checkpoint_id: GraphId | None = None
+    channels: dict[_string(500), ChannelIn] = {}
+    title: _string(200, min_length=0) = ""
+
+
+class WriteIn(In):
+    idx: Index
+    channel: _string(500)
+    value: Encoded
+
+
+class InterruptIn(In):
+    id: GraphId
+    action: _string(500)
+    payload: JsonObject
+    reason: _string(10_000)
+
+
+class GraphWritesIn(In):
+    thread_id: ThreadId
+    checkpoint_ns: Namespace = ""
+    checkpoint_id: GraphId
+    task_id: _string(100)
+    task_path: _string(500, min_length=0) = ""
+    writes: list[WriteIn] = Field(max_length=10_000)
+    interrupts: list[InterruptIn] = Field(default=[], max_length=100)
+    title: _string(200, min_length=0) = ""
+
+
+class PendingWriteOut(Schema):
+    task_id: str
+    task_path: str
+    idx: int
+    channel: str
+    value: Any
+
+
+class GraphTupleOut(Schema):
+    thread_id: str
+    checkpoint_ns: str
+    checkpoint_id: str
+    parent_checkpoint_id: str | None
+    checkpoint: dict[str, Any]
+    metadata: dict[str, Any]
+    channel_values: dict[str, Any]
+    pending_writes: list[PendingWriteOut]
+    mission_id: int
+    questlog_checkpoint_id: int
+
+
+class GraphTupleList(Schema):
+    items: list[GraphTupleOut]
+
+
+class SavedOut(Schema):
+    thread_id: str
+    checkpoint_ns: str
+    checkpoint_id: str
+    mission_id: int
+    questlog_checkpoint_id: int
+
+
+class WritesOut(Schema):
+    approvals: list[ApprovalOut]
+
+
+class GraphListQuery(Schema):
+    thread_id: ThreadId | None = None
+    checkpoint_ns: Namespace | None = None
+    checkpoint_id: GraphId | None = None
+    before: GraphId | None = None
+    # The metadata filter as a JSON object: {"source": "input", "step": 2}.
+    filter: _string(10_000) | None = None
+    limit: Annotated[int, Field(ge=1, le=graph.LIST_LIMIT)] = graph.LIST_LIMIT
+
+
+class ThreadIn(In):
+    thread_id: ThreadId
+
+
+class ThreadQuery(Schema):
+    thread_id: ThreadId
+    # Interrupt ids, comma separated: only the approvals they became.
+    refs: _string(10_000) | None = None
+
+
+class ThreadOut(Schema):
+    thread_id: str
+    mission_id: int
+    status: str
+    stop_reason: str | None
+    stop_detail: str
+    approvals: list[ApprovalOut]
+
+
+class RunsIn(In):
+    run_ids: list[_string(100)] = Field(max_length=10_000)
+
+
+class CopyIn(In):
+    source_thread_id: ThreadId
+    target_thread_id: ThreadId
+
+
+class PruneIn(In):
+    thread_ids: list[ThreadId] = Field(max_length=10_000)
+    strategy: Literal["keep_latest", "delete"] = "keep_latest"
+
+
+class CountOut(Schema):
+    deleted: int
+
+
+class CopyOut(Schema):
+    # The target thread's new mission; none when the source thread does not exist.
+    mission_id: int | None
+
+
+def _metadata_filter(text: str | None) -> dict[str, Any]:
+    if text is None:
+        return {}
+    try:
+        value = json.loads(text)
+    except ValueError:
+        raise InvalidInput("filter must be a JSON object.", field="filter") from None
+    if not isinstance(value, dict):
+        raise InvalidInput("filter must be a JSON object.", field="filter")
+    return value
+
+
+@router.post("/langgraph/checkpoints", response=answers({201: SavedOut}, *WRITE))
+def put_checkpoint(request: HttpRequest, body: GraphCheckpointIn):
+    row = graph.graph_put(
+        actor=actor(request), thread_id=body.thread_id, ns=body.checkpoint_ns, graph_id=_checkpoint_id(body.checkpoint),
+        parent_graph_id=body.parent_checkpoint_id, skeleton=body.checkpoint, metadata=body.metadata,
+        channels={name: {"version": item.version, "value": item.value.dict()} for name, item in body.channels.items()},
+        title=body.title,
+    )
+    saved = {
+        "thread_id": body.thread_id, "checkpoint_ns": row.ns, "checkpoint_id": row.graph_id, "mission_id": row.mission_id,
+        "questlog_checkpoint_id": row.checkpoint.pk,
+    }
+    return Status(201, saved)
+
+
+def _checkpoint_id(checkpoint: dict[str, Any]) -> str:
+    value = checkpoint.get("id")
+    if not isinstance(value, str) or not value or len(value) > 100:
+        raise InvalidInput("checkpoint.id must be the checkpoint's id (text, at most 100 characters).", field="checkpoint.id")
+    return value
+
+
+@router.post("/langgraph/writes", response=answers(WritesOut, *WRITE))
+def put_writes(request: HttpRequest, body: GraphWritesIn):
+    made = graph.graph_put_writes(
+        actor=actor(request), thread_id=body.thread_id, ns=body.checkpoint_ns, graph_id=body.checkpoint_id,
+        task_id=body.task_id, task_path=body.task_path, title=body.title,
+        writes=[{"idx": w.idx, "channel": w.channel, "value": w.value.dict()} for w in body.writes],
+        interrupts=[item.dict() for item in body.interrupts],
+    )
+    return {"approvals": made}
+
+
+@router.get("/langgraph/checkpoints", response=answers(GraphTupleList, *READ, 422))
+def list_checkpoints(request: HttpRequest, query: Query[GraphListQuery]):
+    items = graph.graph_checkpoints(
+        actor=actor(request), thread_id=query.thread_id, ns=query.checkpoint_ns, graph_id=query.checkpoint_id,
+        before=query.before, metadata=_metadata_filter(query.filter), limit=query.limit,
+    )
+    return {"items": items}
+
+
+@router.get("/langgraph/thread", response=answers(ThreadOut, *READ, 404, 410, 422))
+def get_thread(request: HttpRequest, query: Query[ThreadQuery]):
+    refs = [ref for ref in query.refs.split(",") if ref] if query.refs is not None else None
+    return graph.graph_thread(actor(request), query.thread_id, refs=refs)
+
+
+@router.post("/langgraph/session", response=answers(RunOut, *WRITE))
+def session(request: HttpRequest, body: ThreadIn):
+    return graph.graph_session(actor(request), body.thread_id)
+
+
+@router.post("/langgraph/threads/delete", response=answers(CountOut, *ACT, *BODY, 409))
+def delete_thread(request: HttpRequest, body: ThreadIn):
+    return {"deleted": int(graph_threads.graph_delete_thread(actor=actor(request), thread_id=body.thread_id))}
+
+
+@router.post("/langgraph/delete-for-runs", response=answers(CountOut, *ACT, *BODY))
+def delete_for_runs(request: HttpRequest, body: RunsIn):
+    return {"deleted": graph_threads.graph_delete_for_runs(actor=actor(request), run_ids=body.run_ids)}
+
+
+@router.post("/langgraph/copy", response=answers(CopyOut, *ACT, *BODY, 409, 410))
+def copy_thread(request: HttpRequest, body: CopyIn):
+    target = graph_threads.graph_copy_thread(
+        actor=actor(request), source_thread_id=body.source_thread_id, target_thread_id=body.target_thread_id
+    )
+    return {"mission_id": target.pk if target else None}
+
+
+@router.post("/langgraph/prune", response=answers(CountOut, *ACT, *BODY))
+def prune(request: HttpRequest, body: PruneIn):
+    return {"deleted": graph_threads.graph_prune(actor=actor(request), thread_ids=body.thread_ids, strategy=body.strategy)}

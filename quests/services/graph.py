@@ -1,0 +1,351 @@
+"""LangGraph threads kept as Questlog missions (`questlog_client.langgraph.QuestlogSaver`).
+
+A thread of one user is one mission, created on first use. Every LangGraph checkpoint is a Questlog
+checkpoint of that mission (so the mission page, restore, compaction and retention apply), written
+by the mission's *session run*: LangGraph has no runs of its own to fence with, so the first write of
+a session starts a run (agent `langgraph`) and every write keeps it alive. A mission a person paused
+or cancelled refuses the graph's writes (`mission_not_startable`), and an `interrupt()` becomes an
+approval that the next run of the graph waits for. Channel values arrive already encoded by the
+client ({"type", "data"}) and are stored as content-addressed blobs, one per channel and version:
+a checkpoint sends only the channels in LangGraph's `new_versions` and refers to the others."""
+
+import json
+from typing import Any
+
+from django.db import IntegrityError, transaction
+from django.db.models import Q, QuerySet
+from django.db.models.fields.json import KeyTransform
+from django.utils import timezone
+
+from checkpoints.models import GraphCheckpoint, GraphWrite
+from checkpoints.pruning import blob_writers_guard_expression
+from checkpoints.roundtrip import RoundTrip
+from checkpoints.services import blobs_get, canonical_json, sha256_hex
+from quests.models import GraphThread, Mission, MissionStatus, Run
+from quests.services import approvals, missions, runs, savestate
+from quests.services.access import visible
+from quests.services.audit import Actor
+from quests.services.errors import InvalidInput, NotFound, ServiceError
+
+SESSION_AGENT = "langgraph"
+# What a write may find the mission doing, besides running or ready to run: after an interrupt
+# the graph still saves the writes of its other tasks while the person has not decided.
+WRITES_WHILE_WAITING = (MissionStatus.WAITING_FOR_APPROVAL,)
+LIST_LIMIT = 100
+
+
+class ThreadDeleted(ServiceError):
+    """410: LangGraph deleted this thread; a late write must not bring it back half-empty."""
+
+    status = 410
+    code = "thread_deleted"
+
+
+# --- Threads ------------------------------------------------------------------------------------
+
+def thread_missions(actor: Actor) -> QuerySet[Mission]:
+    """The caller's missions that hold a live LangGraph thread."""
+    return visible(actor, Mission).filter(graph_thread__isnull=False, graph_thread__deleted_at__isnull=True)
+
+
+def lock_thread(actor: Actor, thread_id: str, *, title: str = "", create: bool = True) -> Mission | None:
+    """The mission holding `thread_id`, its row locked (one statement, with its session run and the
+    blob writers' lock); created on first use when `create`. A deleted thread is refused."""
+    while True:
+        rows = visible(actor, Mission).select_for_update(of=("self",)).select_related("active_run", "graph_thread")
+        guard = blob_writers_guard_expression()
+        if guard is not None:
+            rows = rows.annotate(blob_writers_guard=guard)
+        mission = rows.filter(graph_thread__thread_id=thread_id).first()
+        if mission is not None:
+            if mission.graph_thread.deleted_at is not None:
+                raise ThreadDeleted(f"Thread {thread_id!r} was deleted; use a new thread id.", thread_id=thread_id)
+            return mission
+        if not create:
+            return None
+        _thread_create(actor, thread_id, title=title)
+
+
+def _thread_create(actor: Actor, thread_id: str, *, title: str) -> None:
+    objective = title or f"LangGraph thread {thread_id}"
+    try:
+        with transaction.atomic():
+            mission, _ = missions.mission_create(actor=actor, title=(title or thread_id)[:200], objective=objective)
+            GraphThread.objects.create(owner=actor.user, thread_id=thread_id, mission=mission)
+    except IntegrityError:
+        pass  # another request created it first: the caller's next lookup finds theirs
+
+
+def session_run(actor: Actor, mission: Mission, *, writes_only: bool = False) -> Run | None:
+    """The run the graph's writes belong to: the mission's active run, or a new one. A write of
+    pending task results while the mission waits for a person needs none (`writes_only`)."""
+    run = mission.active_run
+    if run is not None and not run.is_stale():
+        return run
+    if writes_only and mission.status in WRITES_WHILE_WAITING:
+        return None
+    # run_start ends a stale run first and refuses a paused, cancelled or waiting mission.
+    run, _ = runs.run_start(actor=actor, mission_id=mission.pk, agent=SESSION_AGENT)
+    mission.refresh_from_db()
+    mission.active_run = run
+    return run
+
+
+def _beat(run: Run | None, trip: RoundTrip) -> None:
+    if run is not None:
+        run.heartbeat_at = timezone.now()
+        trip.update(Run.objects.filter(pk=run.pk), heartbeat_at=run.heartbeat_at)
+
+
+# --- Checkpoints --------------------------------------------------------------------------------
+
+def encoded(value: dict[str, Any]) -> tuple[str, bytes]:
+    content = canonical_json(value)
+    return sha256_hex(content), content
+
+
+def graph_put(
+    *,
+    actor: Actor,
+    thread_id: str,
+    ns: str,
+    graph_id: str,
+    parent_graph_id: str | None,
+    skeleton: dict[str, Any],
+    metadata: dict[str, Any],
+    channels: dict[str, dict[str, Any]],
+    title: str = "",
+) -> GraphCheckpoint:
+    """Save one LangGraph checkpoint. `channels` holds only the channels LangGraph says changed
+    ({name: {"version", "value"}}); every other channel of `skeleton["channel_versions"]` refers to
+    the blob an earlier checkpoint of the namespace stored for that version. Saving an id that is
+    already saved answers the saved one (a retried request)."""
+    versions = skeleton.get("channel_versions") or {}
+    if not isinstance(versions, dict):
+        raise InvalidInput("checkpoint.channel_versions must be an object.", field="checkpoint.channel_versions")
+    with transaction.atomic():
+        mission = lock_thread(actor, thread_id, title=title)
+        known = {
+            row.graph_id: row
+            for row in GraphCheckpoint.objects.filter(mission=mission, ns=ns, graph_id__in=[graph_id, parent_graph_id or graph_id])
+        }
+        if graph_id in known:
+            return known[graph_id]
+        run = session_run(actor, mission)
+        resolved, contents = _channels(mission, ns, versions, channels, parent=known.get(parent_graph_id or ""))
+        savestate.ensure_current(mission)
+        trip = RoundTrip()
+        refs = {name: sha for name, (_, sha, _) in resolved.items()}
+        size = sum(item[2] for item in resolved.values())
+        stored = set(refs.values()) - set(contents)
+        checkpoint = savestate.take_checkpoint(
+            mission, trigger="agent", run=run, agent_parts=(refs, contents, size), trip=trip, guarded=True, stored=stored,
+            note=f"LangGraph {metadata.get('source', 'checkpoint')} step {metadata.get('step', '?')}"[:200],
+        )
+        row = GraphCheckpoint(
+            checkpoint_id=savestate.checkpoint_id_of(mission, checkpoint.seq), mission=mission, ns=ns, graph_id=graph_id,
+            parent_graph_id=parent_graph_id or "", skeleton=skeleton, metadata=metadata,
+            channels={name: list(item) for name, item in resolved.items()}, run_ref=str(metadata.get("run_id") or "")[:100],
+        )
+        trip.insert(row, returning=False)
+        _beat(run, trip)
+        trip.run()
+        row.checkpoint = checkpoint
+        return row
+
+
+def _channels(
+    mission: Mission, ns: str, versions: dict[str, Any], channels: dict[str, dict[str, Any]], *, parent: GraphCheckpoint | None
+) -> tuple[dict[str, tuple[str, str, int]], dict[str, bytes]]:
+    """{channel: (version, sha, size)} for every channel the checkpoint has, and the contents of the
+    changed ones. An unchanged channel is found in the parent, or else in the namespace's newest
+    checkpoint that saw it at that version (a checkpoint saved without its parent's id)."""
+    resolved: dict[str, tuple[str, str, int]] = {}
+    contents: dict[str, bytes] = {}
+    for name, item in channels.items():
+        sha, content = encoded(item.get("value"))
+        resolved[name] = (str(item.get("version")), sha, len(content))
+        contents[sha] = content
+    missing = {name: str(version) for name, version in versions.items() if name not in resolved}
+    if missing and parent is not None:
+        for name, version in list(missing.items()):
+            found = parent.channels.get(name)
+            if found and found[0] == version:
+                resolved[name] = tuple(found)
+                del missing[name]
+    if missing:
+        for seen in GraphCheckpoint.objects.filter(mission=mission, ns=ns).order_by("-graph_id").values_list("channels", flat=True)[:200]:
+            for name, version in list(missing.items()):
+                found = seen.get(name)
+                if found and found[0] == version:
+                    resolved[name] = tuple(found)
+                    del missing[name]
+            if not missing:
+                break
+    # A version no checkpoint stored has no value (LangGraph's own savers read it as empty).
+    return resolved, contents
+
+
+def graph_put_writes(
+    *,
+    actor: Actor,
+    thread_id: str,
+    ns: str,
+    graph_id: str,
+    task_id: str,
+    task_path: str,
+    writes: list[dict[str, Any]],
+    interrupts: list[dict[str, Any]] | None = None,
+    title: str = "",
+) -> list[Any]:
+    """Keep a task's writes on a checkpoint. Ordinary writes are idempotent per task and index
+    (a retried task keeps its first writes); special channels (negative indexes: an error, an
+    interrupt) are replaced. `interrupts` become approvals (once per interrupt id), and the
+    session run ends waiting for them. `title` titles a mission still named after its thread."""
+    with transaction.atomic():
+        mission = lock_thread(actor, thread_id, create=False)
+        checkpoint = (
+            GraphCheckpoint.objects.filter(mission=mission, ns=ns, graph_id=graph_id).only("pk").first() if mission else None
+        )
+        if checkpoint is None:
+            raise NotFound(f"No checkpoint {graph_id!r} in namespace {ns!r} of thread {thread_id!r}.")
+        run = session_run(actor, mission, writes_only=True)
+        rows = [
+            GraphWrite(
+                graph_checkpoint=checkpoint, task_id=task_id, task_path=task_path, idx=item["idx"],
+                channel=item["channel"], value=item["value"],
+            )
+            for item in writes
+        ]
+        special = [row for row in rows if row.idx < 0]
+        ordinary = [row for row in rows if row.idx >= 0]
+        if special:
+            GraphWrite.objects.bulk_create(
+                special, update_conflicts=True, unique_fields=["graph_checkpoint", "task_id", "idx"],
+                update_fields=["channel", "value", "task_path"],
+            )
+        if ordinary:
+            GraphWrite.objects.bulk_create(ordinary, ignore_conflicts=True)
+        if title and mission.title == thread_id:
+            mission.title, mission.objective = title[:200], title
+            mission.save(update_fields=["title", "objective", "updated_at"])
+        made = _interrupted(actor, mission, run, interrupts or [])
+        if run is not None and not made:
+            trip = RoundTrip()
+            _beat(run, trip)
+            trip.run()
+        return made
+
+
+def _interrupted(actor: Actor, mission: Mission, run: Run | None, interrupts: list[dict[str, Any]]) -> list[Any]:
+    asked = set(mission.approvals.filter(agent_ref__in=[item["id"] for item in interrupts]).values_list("agent_ref", flat=True))
+    items = [
+        {"action": item["action"], "payload": item["payload"], "reason": item["reason"], "agent_ref": item["id"]}
+        for item in interrupts
+        if item["id"] not in asked
+    ]
+    if not items:
+        return []
+    if run is None:
+        run = session_run(actor, mission)
+    made, _ = approvals.approvals_request(actor=actor, run_id=run.pk, items=items)
+    return made
+
+
+def graph_checkpoints(
+    *,
+    actor: Actor,
+    thread_id: str | None = None,
+    ns: str | None = None,
+    graph_id: str | None = None,
+    before: str | None = None,
+    metadata: dict[str, Any] | None = None,
+    limit: int | None = None,
+) -> list[dict[str, Any]]:
+    """LangGraph's checkpoint tuples, newest first: each with its channel values and pending
+    writes, in three queries whatever the number (checkpoints, writes, blobs)."""
+    rows = GraphCheckpoint.objects.filter(mission__in=thread_missions(actor)).select_related("mission__graph_thread")
+    if thread_id is not None:
+        rows = rows.filter(mission__graph_thread__thread_id=thread_id)
+    if ns is not None:
+        rows = rows.filter(ns=ns)
+    if graph_id is not None:
+        rows = rows.filter(graph_id=graph_id)
+    if before is not None:
+        rows = rows.filter(graph_id__lt=before)
+    rows = metadata_filtered(rows, metadata or {})
+    limit = max(1, min(limit or LIST_LIMIT, LIST_LIMIT))
+    found = list(rows.order_by("-graph_id", "-pk")[:limit])
+    writes: dict[int, list[GraphWrite]] = {}
+    for write in GraphWrite.objects.filter(graph_checkpoint__in=[row.pk for row in found]).order_by("task_path", "task_id", "idx"):
+        writes.setdefault(write.graph_checkpoint_id, []).append(write)
+    contents = blobs_get([item[1] for row in found for item in row.channels.values()])
+    return [_tuple(row, writes.get(row.pk, []), contents) for row in found]
+
+
+def metadata_filtered(rows: QuerySet[GraphCheckpoint], metadata: dict[str, Any]) -> QuerySet[GraphCheckpoint]:
+    """Checkpoints whose metadata has each key at the given value. A key transform compares JSON
+    values on PostgreSQL and SQLite alike (jsonb containment exists only on PostgreSQL)."""
+    condition = Q()
+    for number, (key, value) in enumerate(sorted(metadata.items())):
+        alias = f"metadata_{number}"
+        rows = rows.alias(**{alias: KeyTransform(key, "metadata")})
+        condition &= Q(**{f"{alias}__isnull": True}) if value is None else Q(**{alias: value})
+    return rows.filter(condition)
+
+
+def _tuple(row: GraphCheckpoint, writes: list[GraphWrite], contents: dict[str, bytes]) -> dict[str, Any]:
+    values = {name: json.loads(contents[sha]) for name, (_, sha, _) in row.channels.items() if sha in contents}
+    return {
+        "thread_id": row.mission.graph_thread.thread_id,
+        "checkpoint_ns": row.ns,
+        "checkpoint_id": row.graph_id,
+        "parent_checkpoint_id": row.parent_graph_id or None,
+        "checkpoint": row.skeleton,
+        "metadata": row.metadata,
+        "channel_values": values,
+        "pending_writes": [
+            {"task_id": w.task_id, "task_path": w.task_path, "idx": w.idx, "channel": w.channel, "value": w.value} for w in writes
+        ],
+        "mission_id": row.mission_id,
+        "questlog_checkpoint_id": row.checkpoint_id,
+    }
+
+
+def graph_thread(actor: Actor, thread_id: str, *, refs: list[str] | None = None) -> dict[str, Any]:
+    """What a resumed graph needs to know: its mission's status and why it stopped, and the
+    approvals its interrupts became (those named by `refs`, or all), with the person's decisions."""
+    mission = visible(actor, Mission).select_related("graph_thread").filter(graph_thread__thread_id=thread_id).first()
+    if mission is None:
+        raise NotFound(f"No thread {thread_id!r}.")
+    if mission.graph_thread.deleted_at is not None:
+        raise ThreadDeleted(f"Thread {thread_id!r} was deleted.", thread_id=thread_id)
+    asked = mission.approvals.exclude(agent_ref="").order_by("pk")
+    if refs is not None:
+        asked = asked.filter(agent_ref__in=refs)
+    return {
+        "thread_id": thread_id,
+        "mission_id": mission.pk,
+        "status": mission.status,
+        "stop_reason": mission.stop_reason,
+        "stop_detail": mission.stop_detail,
+        "approvals": list(asked),
+    }
+
+
+def graph_session(actor: Actor, thread_id: str) -> Run:
+    """The session run of a thread, started if needed: for operations a node performs."""
+    with transaction.atomic():
+        mission = lock_thread(actor, thread_id, create=False)
+        if mission is None:
+            raise NotFound(f"No thread {thread_id!r}: save a checkpoint first.")
+        run = session_run(actor, mission)
+        trip = RoundTrip()
+        _beat(run, trip)
+        trip.run()
+        return run
+
+
+def blob_refs(rows: QuerySet[GraphCheckpoint]) -> set[str]:
+    """The channel blobs these checkpoints refer to (candidates to release once they are gone)."""
+    return {item[1] for channels in rows.values_list("channels", flat=True) for item in channels.values()}
