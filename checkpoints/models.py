@@ -330,10 +330,14 @@ class GraphCheckpoint(Lifecycle):
 
 class GraphWrite(Lifecycle):
     """A pending write of a LangGraph task on a checkpoint: kept until the next checkpoint of the
-    namespace, so a task that finished before a crash is not run again. `value` is the client's
+    namespace, so a task that finished before a crash is not run again. It names its checkpoint by
+    LangGraph's ids rather than by a foreign key: LangGraph saves a checkpoint in the background and
+    may send the writes of its first tasks before that save arrives. `value` is the client's
     encoding ({"type", "data"}), opaque here."""
 
-    graph_checkpoint = models.ForeignKey(GraphCheckpoint, on_delete=models.CASCADE, related_name="writes")
+    mission = models.ForeignKey("quests.Mission", on_delete=models.CASCADE, related_name="+", db_index=False)
+    ns = models.CharField(max_length=500, blank=True, default="")
+    graph_id = models.CharField(max_length=100)
     task_id = models.CharField(max_length=100)
     task_path = models.CharField(max_length=500, blank=True, default="")
     # LangGraph's index of the write in its task; special channels (errors, interrupts) are negative.
@@ -345,7 +349,7 @@ class GraphWrite(Lifecycle):
 
     class Meta:
         constraints = [
-            models.UniqueConstraint(fields=["graph_checkpoint", "task_id", "idx"], name="graph_write_unique_per_task")
+            models.UniqueConstraint(fields=["mission", "ns", "graph_id", "task_id", "idx"], name="graph_write_unique_per_task")
         ]
         ordering = ["task_path", "task_id", "idx"]
 

@@ -133,7 +133,7 @@ class ThreadIn(In):
 class ThreadQuery(Schema):
     thread_id: ThreadId
     # Interrupt ids, comma separated: only the approvals they became.
-    refs: _string(10_000) | None = None
+    refs: _string(10_000, min_length=0) | None = None
 
 
 class ThreadOut(Schema):

@@ -7,11 +7,11 @@ from django.db import transaction
 from django.utils import timezone
 
 from checkpoints.models import Checkpoint
-from quests.models import Approval, ApprovalStatus, Milestone, MilestoneKind, Mission, MissionStatus, ReviewStatus, StopReason
+from quests.models import Approval, ApprovalStatus, Milestone, MilestoneKind, Mission, MissionStatus, ReviewStatus, Run, StopReason
 from quests.services import idempotency, machine
 from quests.services.access import get_for, require_person
 from quests.services.audit import SYSTEM, Actor, audit
-from quests.services.errors import InvalidInput
+from quests.services.errors import Conflict, InvalidInput
 from quests.services.locking import fence, lock_mission, lock_run
 from quests.services.missions import _pause, constraint_from_correction, has_pending
 from quests.services.runs import run_end
@@ -77,27 +77,47 @@ def _request(
             # A batch's approvals were created one after another under the mission's lock.
             return list(Approval.objects.filter(mission_id=mission.pk, pk__gte=replayed).order_by("pk")[: len(items)]), True
         fence(run, mission)
-        approvals = [
-            Approval.objects.create(
-                mission=mission, run=run, action=item["action"], payload=item["payload"], reason=item["reason"],
-                respond_by=item.get("respond_by"), agent_ref=item.get("agent_ref") or "",
-            )
-            for item in items
-        ]
-        for approval in approvals:
-            audit(actor=actor, mission=mission, entity="approval", entity_id=approval.pk, action="request", to_state="pending")
+        approvals = _ask(actor, mission, run, items)
         actions = ", ".join(approval.action for approval in approvals)
         run_end(
             mission, run, event="await_approval", to=MissionStatus.WAITING_FOR_APPROVAL,
             stop_reason=StopReason.WAITING_FOR_APPROVAL, detail=f"Waiting for approval to {actions}", actor=actor, checkpoint=False,
         )
-        checkpoint = take_checkpoint(mission, trigger="approval", run=run, agent_state=agent_state)
-        Approval.objects.filter(pk__in=[approval.pk for approval in approvals]).update(checkpoint=checkpoint)
-        for approval in approvals:
-            approval.checkpoint = checkpoint
+        _checkpoint(mission, run, approvals, agent_state)
         idempotency.remember(owner=mission.owner, scope=scope, key=key, body=body, object_id=approvals[0].pk)
         state_changed(mission)
         return approvals, False
+
+
+def approvals_add_while_waiting(*, actor: Actor, mission: Mission, items: list[dict[str, Any]]) -> list[Approval]:
+    """More questions for a mission (locked by the caller) that already waits for a person and has
+    no run: a LangGraph thread invoked again before the decision, stopping at a new interrupt."""
+    if mission.status != MissionStatus.WAITING_FOR_APPROVAL:
+        raise Conflict("Only a mission waiting for approval can be asked more without a run.", code="invalid_transition", status=mission.status)
+    approvals = _ask(actor, mission, None, items)
+    _checkpoint(mission, None, approvals, None)
+    state_changed(mission)
+    return approvals
+
+
+def _ask(actor: Actor, mission: Mission, run: Run | None, items: list[dict[str, Any]]) -> list[Approval]:
+    approvals = [
+        Approval.objects.create(
+            mission=mission, run=run, action=item["action"], payload=item["payload"], reason=item["reason"],
+            respond_by=item.get("respond_by"), agent_ref=item.get("agent_ref") or "",
+        )
+        for item in items
+    ]
+    for approval in approvals:
+        audit(actor=actor, mission=mission, entity="approval", entity_id=approval.pk, action="request", to_state="pending")
+    return approvals
+
+
+def _checkpoint(mission: Mission, run: Run | None, approvals: list[Approval], agent_state: dict[str, Any] | None) -> None:
+    checkpoint = take_checkpoint(mission, trigger="approval", run=run, agent_state=agent_state)
+    Approval.objects.filter(pk__in=[approval.pk for approval in approvals]).update(checkpoint=checkpoint)
+    for approval in approvals:
+        approval.checkpoint = checkpoint
 
 
 def approval_decide(

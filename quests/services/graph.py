@@ -28,8 +28,8 @@ from quests.services.audit import Actor
 from quests.services.errors import InvalidInput, NotFound, ServiceError
 
 SESSION_AGENT = "langgraph"
-# What a write may find the mission doing, besides running or ready to run: after an interrupt
-# the graph still saves the writes of its other tasks while the person has not decided.
+# What a save may find the mission doing, besides running or ready to run: after an interrupt the
+# graph still saves its checkpoint and the writes of its other tasks while the person decides.
 WRITES_WHILE_WAITING = (MissionStatus.WAITING_FOR_APPROVAL,)
 LIST_LIMIT = 100
 
@@ -76,17 +76,31 @@ def _thread_create(actor: Actor, thread_id: str, *, title: str) -> None:
         pass  # another request created it first: the caller's next lookup finds theirs
 
 
-def session_run(actor: Actor, mission: Mission, *, writes_only: bool = False) -> Run | None:
-    """The run the graph's writes belong to: the mission's active run, or a new one. A write of
-    pending task results while the mission waits for a person needs none (`writes_only`)."""
-    run = mission.active_run
+def session_run(actor: Actor, mission: Mission, *, saving: bool = True) -> Run | None:
+    """The run the graph's writes belong to: the mission's active run, or a new one. Saving what
+    the graph did up to an interrupt while the mission waits for a person needs none (`saving`):
+    a graph invoked again before the decision stops at the same interrupt, asking nothing new."""
+    run = _active_run(mission)
     if run is not None and not run.is_stale():
         return run
-    if writes_only and mission.status in WRITES_WHILE_WAITING:
+    if saving and mission.status in WRITES_WHILE_WAITING:
         return None
     # run_start ends a stale run first and refuses a paused, cancelled or waiting mission.
     run, _ = runs.run_start(actor=actor, mission_id=mission.pk, agent=SESSION_AGENT)
     mission.refresh_from_db()
+    mission.active_run = run
+    return run
+
+
+def _active_run(mission: Mission) -> Run | None:
+    """The mission's active run as its locked row names it now: the run read along with the lock
+    is a moment old when another request started one meanwhile (a joined row is not re-read)."""
+    if mission.active_run_id is None:
+        return None
+    cached = Mission._meta.get_field("active_run").get_cached_value(mission, default=None)
+    if cached is not None and cached.pk == mission.active_run_id:
+        return cached
+    run = Run.objects.get(pk=mission.active_run_id)
     mission.active_run = run
     return run
 
@@ -198,21 +212,17 @@ def graph_put_writes(
     interrupts: list[dict[str, Any]] | None = None,
     title: str = "",
 ) -> list[Any]:
-    """Keep a task's writes on a checkpoint. Ordinary writes are idempotent per task and index
+    """Keep a task's writes on a checkpoint (which may not have arrived yet: LangGraph saves
+    checkpoints in the background). Ordinary writes are idempotent per task and index
     (a retried task keeps its first writes); special channels (negative indexes: an error, an
     interrupt) are replaced. `interrupts` become approvals (once per interrupt id), and the
     session run ends waiting for them. `title` titles a mission still named after its thread."""
     with transaction.atomic():
-        mission = lock_thread(actor, thread_id, create=False)
-        checkpoint = (
-            GraphCheckpoint.objects.filter(mission=mission, ns=ns, graph_id=graph_id).only("pk").first() if mission else None
-        )
-        if checkpoint is None:
-            raise NotFound(f"No checkpoint {graph_id!r} in namespace {ns!r} of thread {thread_id!r}.")
-        run = session_run(actor, mission, writes_only=True)
+        mission = lock_thread(actor, thread_id, title=title)
+        run = session_run(actor, mission)
         rows = [
             GraphWrite(
-                graph_checkpoint=checkpoint, task_id=task_id, task_path=task_path, idx=item["idx"],
+                mission=mission, ns=ns, graph_id=graph_id, task_id=task_id, task_path=task_path, idx=item["idx"],
                 channel=item["channel"], value=item["value"],
             )
             for item in writes
@@ -221,7 +231,7 @@ def graph_put_writes(
         ordinary = [row for row in rows if row.idx >= 0]
         if special:
             GraphWrite.objects.bulk_create(
-                special, update_conflicts=True, unique_fields=["graph_checkpoint", "task_id", "idx"],
+                special, update_conflicts=True, unique_fields=["mission", "ns", "graph_id", "task_id", "idx"],
                 update_fields=["channel", "value", "task_path"],
             )
         if ordinary:
@@ -246,8 +256,10 @@ def _interrupted(actor: Actor, mission: Mission, run: Run | None, interrupts: li
     ]
     if not items:
         return []
+    if run is None and mission.status in WRITES_WHILE_WAITING:
+        return approvals.approvals_add_while_waiting(actor=actor, mission=mission, items=items)
     if run is None:
-        run = session_run(actor, mission)
+        run = session_run(actor, mission, saving=False)
     made, _ = approvals.approvals_request(actor=actor, run_id=run.pk, items=items)
     return made
 
@@ -276,11 +288,26 @@ def graph_checkpoints(
     rows = metadata_filtered(rows, metadata or {})
     limit = max(1, min(limit or LIST_LIMIT, LIST_LIMIT))
     found = list(rows.order_by("-graph_id", "-pk")[:limit])
-    writes: dict[int, list[GraphWrite]] = {}
-    for write in GraphWrite.objects.filter(graph_checkpoint__in=[row.pk for row in found]).order_by("task_path", "task_id", "idx"):
-        writes.setdefault(write.graph_checkpoint_id, []).append(write)
+    writes = writes_of(found)
     contents = blobs_get([item[1] for row in found for item in row.channels.values()])
-    return [_tuple(row, writes.get(row.pk, []), contents) for row in found]
+    return [_tuple(row, writes.get(_key(row), []), contents) for row in found]
+
+
+def _key(row: GraphCheckpoint | GraphWrite) -> tuple[int, str, str]:
+    return row.mission_id, row.ns, row.graph_id
+
+
+def writes_of(checkpoints: list[GraphCheckpoint]) -> dict[tuple[int, str, str], list[GraphWrite]]:
+    """The pending writes of these checkpoints, in LangGraph's order, by (mission, ns, graph id)."""
+    keys = {_key(row) for row in checkpoints}
+    found: dict[tuple[int, str, str], list[GraphWrite]] = {}
+    candidates = GraphWrite.objects.filter(
+        mission_id__in={key[0] for key in keys}, graph_id__in={key[2] for key in keys}
+    ).order_by("task_path", "task_id", "idx")
+    for write in candidates if keys else ():
+        if _key(write) in keys:
+            found.setdefault(_key(write), []).append(write)
+    return found
 
 
 def metadata_filtered(rows: QuerySet[GraphCheckpoint], metadata: dict[str, Any]) -> QuerySet[GraphCheckpoint]:
@@ -339,13 +366,8 @@ def graph_session(actor: Actor, thread_id: str) -> Run:
         mission = lock_thread(actor, thread_id, create=False)
         if mission is None:
             raise NotFound(f"No thread {thread_id!r}: save a checkpoint first.")
-        run = session_run(actor, mission)
+        run = session_run(actor, mission, saving=False)
         trip = RoundTrip()
         _beat(run, trip)
         trip.run()
         return run
-
-
-def blob_refs(rows: QuerySet[GraphCheckpoint]) -> set[str]:
-    """The channel blobs these checkpoints refer to (candidates to release once they are gone)."""
-    return {item[1] for channels in rows.values_list("channels", flat=True) for item in channels.values()}

@@ -16,7 +16,7 @@ from quests.retention.services.purge import purge_missions, release_blobs
 from quests.services import machine, pending, savestate
 from quests.services.audit import Actor
 from quests.services.errors import Conflict, InvalidInput
-from quests.services.graph import ThreadDeleted, blob_refs, lock_thread, thread_missions
+from quests.services.graph import ThreadDeleted, lock_thread, thread_missions, writes_of
 from quests.services.runs import run_end
 
 DELETED_DETAIL = "The LangGraph thread was deleted."
@@ -53,11 +53,13 @@ def _cancel(actor: Actor, mission: Mission) -> None:
 def _delete_checkpoints(rows) -> int:
     """Delete these LangGraph checkpoints with the Questlog checkpoints they are (and their writes),
     and release the blobs nothing refers to any more."""
-    candidates = blob_refs(rows)
-    ids = list(rows.values_list("checkpoint_id", flat=True))
-    deleted = Checkpoint.objects.filter(pk__in=ids).only("pk").delete()[1].get(GraphCheckpoint._meta.label, 0)
+    found = list(rows.only("pk", "checkpoint_id", "mission_id", "ns", "graph_id", "channels"))
+    candidates = {item[1] for row in found for item in row.channels.values()}
+    writes = [write.pk for group in writes_of(found).values() for write in group]
+    GraphWrite.objects.filter(pk__in=writes).delete()
+    Checkpoint.objects.filter(pk__in=[row.checkpoint_id for row in found]).only("pk").delete()
     release_blobs(candidates)
-    return deleted
+    return len(found)
 
 
 def graph_delete_for_runs(*, actor: Actor, run_ids: list[str]) -> int:
@@ -117,8 +119,11 @@ def graph_copy_thread(*, actor: Actor, source_thread_id: str, target_thread_id: 
             )
             counts["checkpoints"] += 1
         GraphWrite.objects.bulk_create([
-            GraphWrite(graph_checkpoint=mapping[w.graph_checkpoint_id], task_id=w.task_id, task_path=w.task_path, idx=w.idx, channel=w.channel, value=w.value)
-            for w in GraphWrite.objects.filter(graph_checkpoint_id__in=list(mapping))
+            GraphWrite(
+                mission=target, ns=w.ns, graph_id=w.graph_id, task_id=w.task_id, task_path=w.task_path, idx=w.idx,
+                channel=w.channel, value=w.value,
+            )
+            for w in GraphWrite.objects.filter(mission=source)
         ])
         Operation.objects.bulk_create([
             Operation(

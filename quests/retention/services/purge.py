@@ -15,6 +15,7 @@ from django.utils import timezone
 from checkpoints.models import (
     Blob,
     Checkpoint,
+    GraphWrite,
     Operation,
     OperationEvent,
     PurgeLog,
@@ -153,6 +154,8 @@ def purge_missions(ids: list[int], *, actor: Actor) -> Counter:
     counts["memory_proposals"] = _delete(MemoryProposal.objects.filter(mission_id__in=ids))
     counts["constraints"] = _delete(Constraint.objects.filter(mission_id__in=ids))
     counts["checkpoints"] = _delete(Checkpoint.objects.filter(mission_id__in=ids))
+    # (LangGraph checkpoints go with their Questlog checkpoints; their pending writes name them by id.)
+    counts["graph_writes"] = _delete(GraphWrite.objects.filter(mission_id__in=ids))
     counts["records"] = _delete(Record.objects.filter(mission_id__in=ids))
     counts["operation_events"] = _delete(OperationEvent.objects.filter(operation__mission_id__in=ids))
     # The ledger stays (which side effects happened, with their external ids) without payloads.
