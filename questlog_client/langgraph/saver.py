@@ -38,19 +38,33 @@ from questlog_client.core import Connection
 from questlog_client.langgraph import codec, reviews
 
 PAGE = 100
+# A config's key for an existing mission to hold a new thread: {"thread_id": …, "questlog_mission_id": 7}.
+MISSION_KEY = "questlog_mission_id"
 
 
 class QuestlogSaver(BaseCheckpointSaver[str], reviews.Reviews):
     """A full LangGraph checkpointer (sync and async) over Questlog's HTTP API, with an agent token."""
 
     def __init__(
-        self, base_url: str, token: str, *, serde: SerializerProtocol | None = None, connection: Connection | None = None, **options: Any
+        self,
+        base_url: str = "",
+        token: str = "",
+        *,
+        serde: SerializerProtocol | None = None,
+        connection: Connection | None = None,
+        **options: Any,
     ) -> None:
+        """Talk to `base_url` with an agent `token`, or through an existing `connection` (a
+        `questlog_client.Questlog`: one connection for the graph and the agent's own calls)."""
         super().__init__(serde=serde)
+        if connection is None and not (base_url and token):
+            raise ValueError("QuestlogSaver needs the server's URL and an agent token, or a connection.")
+        self._own_connection = connection is None
         self.connection = connection or Connection(base_url, token, **options)
 
     def close(self) -> None:
-        self.connection.close()
+        if self._own_connection:
+            self.connection.close()
 
     def __enter__(self) -> QuestlogSaver:
         return self
@@ -142,6 +156,7 @@ class QuestlogSaver(BaseCheckpointSaver[str], reviews.Reviews):
             "parent_checkpoint_id": configurable.get("checkpoint_id"),
             "channels": channels,
             "title": codec.first_text(values) if metadata.get("source") == "input" else "",
+            "mission_id": configurable.get(MISSION_KEY),
         }
         self._post("langgraph/checkpoints", body)
         return {"configurable": {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": checkpoint["id"]}}
@@ -163,6 +178,7 @@ class QuestlogSaver(BaseCheckpointSaver[str], reviews.Reviews):
             "writes": encoded,
             "interrupts": interrupts,
             "title": codec.first_text([value for channel, value in writes if channel == "__start__"]),
+            "mission_id": configurable.get(MISSION_KEY),
         }
         self._post("langgraph/writes", body)
 

@@ -53,6 +53,8 @@ class GraphCheckpointIn(In):
     parent_checkpoint_id: GraphId | None = None
     channels: dict[_string(500), ChannelIn] = {}
     title: _string(200, min_length=0) = ""
+    # An existing mission to hold the thread when it is new (config `questlog_mission_id`).
+    mission_id: Annotated[Int, Field(ge=1, le=2**62)] | None = None
 
 
 class WriteIn(In):
@@ -77,6 +79,7 @@ class GraphWritesIn(In):
     writes: list[WriteIn] = Field(max_length=10_000)
     interrupts: list[InterruptIn] = Field(default=[], max_length=100)
     title: _string(200, min_length=0) = ""
+    mission_id: Annotated[Int, Field(ge=1, le=2**62)] | None = None
 
 
 class PendingWriteOut(Schema):
@@ -186,7 +189,7 @@ def put_checkpoint(request: HttpRequest, body: GraphCheckpointIn):
         actor=actor(request), thread_id=body.thread_id, ns=body.checkpoint_ns, graph_id=_checkpoint_id(body.checkpoint),
         parent_graph_id=body.parent_checkpoint_id, skeleton=body.checkpoint, metadata=body.metadata,
         channels={name: {"version": item.version, "value": item.value.dict()} for name, item in body.channels.items()},
-        title=body.title,
+        title=body.title, mission_id=body.mission_id,
     )
     saved = {
         "thread_id": body.thread_id, "checkpoint_ns": row.ns, "checkpoint_id": row.graph_id, "mission_id": row.mission_id,
@@ -206,7 +209,7 @@ def _checkpoint_id(checkpoint: dict[str, Any]) -> str:
 def put_writes(request: HttpRequest, body: GraphWritesIn):
     made = graph.graph_put_writes(
         actor=actor(request), thread_id=body.thread_id, ns=body.checkpoint_ns, graph_id=body.checkpoint_id,
-        task_id=body.task_id, task_path=body.task_path, title=body.title,
+        task_id=body.task_id, task_path=body.task_path, title=body.title, mission_id=body.mission_id,
         writes=[{"idx": w.idx, "channel": w.channel, "value": w.value.dict()} for w in body.writes],
         interrupts=[item.dict() for item in body.interrupts],
     )

@@ -25,7 +25,7 @@ from quests.models import GraphThread, Mission, MissionStatus, Run
 from quests.services import approvals, missions, runs, savestate
 from quests.services.access import visible
 from quests.services.audit import Actor
-from quests.services.errors import InvalidInput, NotFound, ServiceError
+from quests.services.errors import Conflict, InvalidInput, NotFound, ServiceError
 
 SESSION_AGENT = "langgraph"
 # What a save may find the mission doing, besides running or ready to run: after an interrupt the
@@ -48,9 +48,11 @@ def thread_missions(actor: Actor) -> QuerySet[Mission]:
     return visible(actor, Mission).filter(graph_thread__isnull=False, graph_thread__deleted_at__isnull=True)
 
 
-def lock_thread(actor: Actor, thread_id: str, *, title: str = "", create: bool = True) -> Mission | None:
+def lock_thread(actor: Actor, thread_id: str, *, title: str = "", create: bool = True, mission_id: int | None = None) -> Mission | None:
     """The mission holding `thread_id`, its row locked (one statement, with its session run and the
-    blob writers' lock); created on first use when `create`. A deleted thread is refused."""
+    blob writers' lock); created on first use when `create`, or held by the caller's existing
+    mission `mission_id` (a quest made in the browser, or by replaycheck). A deleted thread is
+    refused."""
     while True:
         rows = visible(actor, Mission).select_for_update(of=("self",)).select_related("active_run", "graph_thread")
         guard = blob_writers_guard_expression()
@@ -63,14 +65,21 @@ def lock_thread(actor: Actor, thread_id: str, *, title: str = "", create: bool =
             return mission
         if not create:
             return None
-        _thread_create(actor, thread_id, title=title)
+        _thread_create(actor, thread_id, title=title, mission_id=mission_id)
 
 
-def _thread_create(actor: Actor, thread_id: str, *, title: str) -> None:
-    objective = title or f"LangGraph thread {thread_id}"
+def _thread_create(actor: Actor, thread_id: str, *, title: str, mission_id: int | None) -> None:
+    if mission_id is not None:
+        mission = visible(actor, Mission).filter(pk=mission_id).first()
+        if mission is None:
+            raise NotFound(f"No mission with id {mission_id}.")
+        if GraphThread.objects.filter(mission=mission).exists():
+            raise Conflict(f"Mission {mission_id} already holds another thread.", code="thread_exists")
     try:
         with transaction.atomic():
-            mission, _ = missions.mission_create(actor=actor, title=(title or thread_id)[:200], objective=objective)
+            if mission_id is None:
+                objective = title or f"LangGraph thread {thread_id}"
+                mission, _ = missions.mission_create(actor=actor, title=(title or thread_id)[:200], objective=objective)
             GraphThread.objects.create(owner=actor.user, thread_id=thread_id, mission=mission)
     except IntegrityError:
         pass  # another request created it first: the caller's next lookup finds theirs
@@ -129,6 +138,7 @@ def graph_put(
     metadata: dict[str, Any],
     channels: dict[str, dict[str, Any]],
     title: str = "",
+    mission_id: int | None = None,
 ) -> GraphCheckpoint:
     """Save one LangGraph checkpoint. `channels` holds only the channels LangGraph says changed
     ({name: {"version", "value"}}); every other channel of `skeleton["channel_versions"]` refers to
@@ -138,7 +148,7 @@ def graph_put(
     if not isinstance(versions, dict):
         raise InvalidInput("checkpoint.channel_versions must be an object.", field="checkpoint.channel_versions")
     with transaction.atomic():
-        mission = lock_thread(actor, thread_id, title=title)
+        mission = lock_thread(actor, thread_id, title=title, mission_id=mission_id)
         known = {
             row.graph_id: row
             for row in GraphCheckpoint.objects.filter(mission=mission, ns=ns, graph_id__in=[graph_id, parent_graph_id or graph_id])
@@ -211,6 +221,7 @@ def graph_put_writes(
     writes: list[dict[str, Any]],
     interrupts: list[dict[str, Any]] | None = None,
     title: str = "",
+    mission_id: int | None = None,
 ) -> list[Any]:
     """Keep a task's writes on a checkpoint (which may not have arrived yet: LangGraph saves
     checkpoints in the background). Ordinary writes are idempotent per task and index
@@ -218,7 +229,7 @@ def graph_put_writes(
     interrupt) are replaced. `interrupts` become approvals (once per interrupt id), and the
     session run ends waiting for them. `title` titles a mission still named after its thread."""
     with transaction.atomic():
-        mission = lock_thread(actor, thread_id, title=title)
+        mission = lock_thread(actor, thread_id, title=title, mission_id=mission_id)
         run = session_run(actor, mission)
         rows = [
             GraphWrite(
