@@ -23,6 +23,8 @@ if TYPE_CHECKING:
 
 DEFAULT_ACTION = "continue the graph"
 DEFAULT_REASON = "The graph stopped to ask a person before going on."
+# A config's key for an existing mission to hold a new thread: {"thread_id": …, "questlog_mission_id": 7}.
+MISSION_KEY = "questlog_mission_id"
 # A mission in one of these states must not be resumed: a person stopped it.
 STOPPED = ("paused", "cancelled", "failed", "completed")
 # approval status -> the decision the graph is resumed with
@@ -61,17 +63,15 @@ def _payload_is_wrapped(value: Any) -> bool:
 
 
 class GraphSession:
-    """The thread's session run, as `OperationCall` needs a run: its id and its calls. When the
-    run was ended meanwhile (a person paused, the sweep ended an idle session), the next call
-    starts the new session the server hands out."""
+    """The thread's session run, as `OperationCall` needs a run: its id and its calls. Each
+    operation asks the server for it anew, so a session that ended meanwhile (the sweep ended an
+    idle one) is replaced by the one the server starts; a paused mission refuses."""
 
-    def __init__(self, saver: QuestlogSaver, thread_id: str) -> None:
+    def __init__(self, saver: QuestlogSaver, config: RunnableConfig) -> None:
+        configurable = config["configurable"]
         self.saver = saver
-        self.thread_id = thread_id
-        self.id = self._start()
-
-    def _start(self) -> int:
-        return int(self.saver._post("langgraph/session", {"thread_id": self.thread_id})["id"])
+        self.body = {"thread_id": str(configurable["thread_id"]), "mission_id": configurable.get(MISSION_KEY)}
+        self.id = int(self.saver._post("langgraph/session", self.body)["id"])
 
     def _call(self, method: str, path: str, body: dict[str, Any] | None, *, idempotent: bool | None = None) -> tuple[int, Any]:
         return self.saver.connection.request(method, path, body, idempotent=idempotent)
@@ -142,12 +142,12 @@ class Reviews:
         (`saver.operation(config, "invite:team", "email.send", "team@…", body)(send)`). A key that
         completed answers its stored receipt, so a node re-run after a crash or a resume does not
         repeat it. `reconcile` looks the effect up when an attempt's outcome is unknown."""
-        session = GraphSession(self, str(config["configurable"]["thread_id"]))
+        session = GraphSession(self, config)
         return OperationCall(session, key=key, kind=kind, target=target, request=request, max_attempts=max_attempts, reconcile=reconcile)
 
     def finish(self: QuestlogSaver, config: RunnableConfig, detail: str = "The graph finished.") -> models.Run:
         """Mark the thread's mission completed (a graph has no "done" signal a saver sees)."""
-        session = GraphSession(self, str(config["configurable"]["thread_id"]))
+        session = GraphSession(self, config)
         _, answer = session._call("POST", f"runs/{session.id}/stop", {"reason": "completed", "detail": detail}, idempotent=False)
         return models.Run.from_dict(answer)
 

@@ -38,8 +38,7 @@ from questlog_client.core import Connection
 from questlog_client.langgraph import codec, reviews
 
 PAGE = 100
-# A config's key for an existing mission to hold a new thread: {"thread_id": …, "questlog_mission_id": 7}.
-MISSION_KEY = "questlog_mission_id"
+MISSION_KEY = reviews.MISSION_KEY
 
 
 class QuestlogSaver(BaseCheckpointSaver[str], reviews.Reviews):

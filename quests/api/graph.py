@@ -133,6 +133,10 @@ class ThreadIn(In):
     thread_id: ThreadId
 
 
+class SessionIn(ThreadIn):
+    mission_id: Annotated[Int, Field(ge=1, le=2**62)] | None = None
+
+
 class ThreadQuery(Schema):
     thread_id: ThreadId
     # Interrupt ids, comma separated: only the approvals they became.
@@ -232,8 +236,8 @@ def get_thread(request: HttpRequest, query: Query[ThreadQuery]):
 
 
 @router.post("/langgraph/session", response=answers(RunOut, *WRITE))
-def session(request: HttpRequest, body: ThreadIn):
-    return graph.graph_session(actor(request), body.thread_id)
+def session(request: HttpRequest, body: SessionIn):
+    return graph.graph_session(actor(request), body.thread_id, mission_id=body.mission_id)
 
 
 @router.post("/langgraph/threads/delete", response=answers(CountOut, *ACT, *BODY, 409))

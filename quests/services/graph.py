@@ -371,12 +371,11 @@ def graph_thread(actor: Actor, thread_id: str, *, refs: list[str] | None = None)
     }
 
 
-def graph_session(actor: Actor, thread_id: str) -> Run:
-    """The session run of a thread, started if needed: for operations a node performs."""
+def graph_session(actor: Actor, thread_id: str, *, mission_id: int | None = None) -> Run:
+    """The session run of a thread, started if needed: for operations a node performs (a node may
+    run before LangGraph's background save of the thread's first checkpoint arrives)."""
     with transaction.atomic():
-        mission = lock_thread(actor, thread_id, create=False)
-        if mission is None:
-            raise NotFound(f"No thread {thread_id!r}: save a checkpoint first.")
+        mission = lock_thread(actor, thread_id, mission_id=mission_id)
         run = session_run(actor, mission, saving=False)
         trip = RoundTrip()
         _beat(run, trip)
