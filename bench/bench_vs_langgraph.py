@@ -256,6 +256,53 @@ def http_checkpoints(saver: PostgresSaver) -> None:
     goal("HTTP checkpoint, one agent, vs PostgresSaver put (speed)", put / http, ">=", 0.25)
 
 
+def saver_over_http(saver: PostgresSaver) -> None:
+    """QuestlogSaver (questlog_client.langgraph) driven as LangGraph's loop drives a checkpointer,
+    over HTTP to `make serve`, against PostgresSaver in the same rounds: `put`, and `get_tuple` of
+    the latest checkpoint of threads with 10 and with HISTORY_LONG checkpoints."""
+    import server
+    from questlog_client.langgraph import QuestlogSaver
+
+    web = server.start_server(BENCH_URL)
+    try:
+        with QuestlogSaver(web.url, server.agent_token("saver")) as questlog:
+            pg_state = common.AgentState(keys=KEYS, key_bytes=KEY_BYTES, seed=97)
+            ql_state = common.AgentState(keys=KEYS, key_bytes=KEY_BYTES, seed=96)
+            pg_thread, ql_thread = Thread(saver, f"saver-put-{uuid.uuid4().hex[:8]}"), Thread(questlog, f"put-{uuid.uuid4().hex[:8]}")
+            histories = {}
+            with common.phase(f"QuestlogSaver and PostgresSaver threads of {HISTORY_SHORT} and {HISTORY_LONG} checkpoints"):
+                for name, target in (("ql", questlog), ("pg", saver)):
+                    for n in (HISTORY_SHORT, HISTORY_LONG):
+                        thread = Thread(target, f"history-{name}-{n}-{uuid.uuid4().hex[:8]}")
+                        state = common.AgentState(keys=KEYS, key_bytes=KEY_BYTES, seed=n)
+                        for _ in range(n):
+                            thread.put(*state.next())
+                        histories[f"{name}_{n}"] = thread
+            paths = {
+                "put": lambda: pg_thread.put(*pg_state.next()),
+                "ql_put": lambda: ql_thread.put(*ql_state.next()),
+                **{f"get_{key}": (lambda t: lambda: timed(t.get_tuple))(thread) for key, thread in histories.items()},
+            }
+            with common.phase(f"{ROUNDS} alternating rounds of {HTTP_SAMPLES} samples per path"):
+                took = rounds(paths, count=ROUNDS, samples=HTTP_SAMPLES)
+    finally:
+        web.stop()
+    print(f"\n== QuestlogSaver over HTTP (make serve, workers: {server.WORKERS}) and PostgresSaver, same rounds")
+    put = show("PostgresSaver put", took["put"])
+    ql_put = show("QuestlogSaver put (POST /api/v1/langgraph/checkpoints)", took["ql_put"])
+    common.figure("QuestlogSaver put vs PostgresSaver put (speed)", put / ql_put, "×", ".2f")
+    p = {key[4:]: show(f"{'QuestlogSaver' if key.startswith('get_ql') else 'PostgresSaver'} get_tuple, {key.rsplit('_', 1)[1]} checkpoints", took[key])
+         for key in took if key.startswith("get_")}
+    growth_ql = p[f"ql_{HISTORY_LONG}"] / p[f"ql_{HISTORY_SHORT}"]
+    growth_pg = p[f"pg_{HISTORY_LONG}"] / p[f"pg_{HISTORY_SHORT}"]
+    common.figure(f"get_tuple growth {HISTORY_SHORT} → {HISTORY_LONG}: PostgresSaver", growth_pg, "×", ".2f")
+    common.figure(f"get_tuple growth {HISTORY_SHORT} → {HISTORY_LONG}: QuestlogSaver", growth_ql, "×", ".2f")
+    common.load_note()
+    GOALS.append(("— issue 11 (LangGraph adapter) —", "", "", ""))
+    goal("QuestlogSaver put over HTTP vs PostgresSaver put (speed)", put / ql_put, ">=", 0.25)
+    goal(f"QuestlogSaver get_tuple growth {HISTORY_SHORT} → {HISTORY_LONG}", growth_ql, "<=", 1.2)
+
+
 # ---- bytes ---------------------------------------------------------------------------------------
 
 def database_url(suffix: str) -> str:
@@ -378,10 +425,11 @@ def main() -> int:
         try:
             checkpoint_paths(saver, Actor(user=common.bench_user("lg")))
             http_checkpoints(saver)
+            saver_over_http(saver)
         finally:
             remove_threads(saver)
     bytes_per_checkpoint()
-    common.table("Goals of issue 10 (ratios from this run)", [(label, value, f"{target} {verdict}") for label, value, target, verdict in GOALS])
+    common.table("Goals of issues 10 and 11 (ratios from this run)", [(label, value, f"{target} {verdict}") for label, value, target, verdict in GOALS])
     return 0
 
 
