@@ -1,0 +1,57 @@
+"""Query budgets of the LangGraph endpoints, through the API with token auth: a save and a read
+cost the same at 10 and at 300 checkpoints of history (the token check counts; BEGIN and COMMIT
+do not)."""
+
+import uuid
+
+import pytest
+
+from tests.test_query_budgets import django_assert_max_num_queries  # noqa: F401  (the fixture)
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+BUDGETS = {"put": 5, "put_writes": 4, "get_tuple": 4}
+CHANNELS = {f"k{i:02d}": {"type": "json", "data": {"text": "x" * 480, "n": i}} for i in range(20)}
+
+
+def save(agent, thread_id: str, step: int, parent: str | None) -> str:
+    graph_id = f"1f0{step:013d}-{uuid.uuid4().hex[:8]}"
+    versions = {name: f"{step + 1 if name == 'k00' or step == 0 else 1:032d}.0" for name in CHANNELS}
+    changed = CHANNELS if step == 0 else {"k00": {"type": "json", "data": {"step": step}}}
+    response = agent.post("langgraph/checkpoints", {
+        "thread_id": thread_id, "checkpoint": {"v": 4, "id": graph_id, "ts": "2026-12-03T00:00:00+00:00", "channel_versions": versions, "versions_seen": {}},
+        "metadata": {"source": "loop", "step": step}, "parent_checkpoint_id": parent,
+        "channels": {name: {"version": versions[name], "value": value} for name, value in changed.items()},
+    })
+    assert response.status_code == 201, response.content
+    return graph_id
+
+
+@pytest.fixture(params=[10, 300], ids=["10-checkpoints", "300-checkpoints"])
+def thread(request, agent):
+    thread_id = f"budget-{request.param}"
+    parent = None
+    for step in range(request.param):
+        parent = save(agent, thread_id, step, parent)
+    return thread_id, parent, request.param
+
+
+def test_a_save_sends_only_what_changed_within_its_budget(agent, thread, django_assert_max_num_queries):  # noqa: F811
+    thread_id, parent, steps = thread
+    with django_assert_max_num_queries(BUDGETS["put"]):
+        save(agent, thread_id, steps, parent)
+
+
+def test_writes_within_their_budget(agent, thread, django_assert_max_num_queries):  # noqa: F811
+    thread_id, parent, _ = thread
+    body = {"thread_id": thread_id, "checkpoint_id": parent, "task_id": "t1", "writes": [{"idx": 0, "channel": "k01", "value": {"type": "json", "data": 1}}]}
+    with django_assert_max_num_queries(BUDGETS["put_writes"]):
+        assert agent.post("langgraph/writes", body).status_code == 200
+
+
+def test_the_latest_checkpoint_within_its_budget(agent, thread, django_assert_max_num_queries):  # noqa: F811
+    thread_id, parent, _ = thread
+    with django_assert_max_num_queries(BUDGETS["get_tuple"]):
+        response = agent.get(f"langgraph/checkpoints?thread_id={thread_id}&checkpoint_ns=&limit=1")
+    item = response.json()["items"][0]
+    assert item["checkpoint_id"] == parent and len(item["channel_values"]) == 20
