@@ -3,6 +3,7 @@
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from checkpoints.graph import graph_branch
 from checkpoints.models import DURABLE_RECORD_KINDS, Checkpoint, Record
 from checkpoints.services import checkpoint_agent_state, parts_get
 from quests.models import ApprovalStatus, Constraint, ConstraintSource, MilestoneKind, Mission, MissionStatus, StopReason
@@ -191,6 +192,7 @@ def mission_restore(*, actor: Actor, mission_id: int, checkpoint_id: int) -> tup
         machine.transition(mission, event="restore", to=MissionStatus.READY, actor=actor)
         mission.head_checkpoint = target
         checkpoint = take_checkpoint(mission, trigger="restore", agent_state=checkpoint_agent_state(target), note=f"Restored from #{target.seq}")
+        graph_branch(target, checkpoint)
         audit(
             actor=actor, mission=mission, entity="checkpoint", entity_id=checkpoint.pk, action="restore",
             from_state=str(target.seq), to_state=str(checkpoint.seq), abandoned_records=len(abandoned_ids),

@@ -215,3 +215,23 @@ def test_a_node_side_effect_goes_through_the_ledger_once(saver, tmp_path):
     send({"request": "Invite"})
     assert calls == [False, True]
     assert sum(service.effects().values()) == 1
+
+
+def test_a_restore_in_questlog_is_where_the_graph_resumes(saver, person):
+    graph = stopped_at_interrupt(saver)
+    mission_id = saver.mission_id(config())
+    person.decide_approval(Approval.objects.get().pk, "approve")
+    graph.invoke(saver.resume_command(config()), config())
+    after_plan = GraphCheckpoint.objects.get(mission_id=mission_id, metadata__source="loop", metadata__step=0)
+    person.pause(mission_id)
+    person.restore(mission_id, after_plan.checkpoint_id)
+
+    latest = saver.get_tuple(config())
+    assert latest.metadata["source"] == "fork" and latest.metadata["questlog_restored_from"] == after_plan.graph_id
+    assert latest.parent_config["configurable"]["checkpoint_id"] == after_plan.graph_id
+    values = latest.checkpoint["channel_values"]
+    assert values["plan"] == "Plan for Plan the offsite" and "answer" not in values
+    # The graph goes on from the restored point: it asks the person again.
+    result = graph.invoke(None, config())
+    assert "__interrupt__" in result
+    assert Approval.objects.filter(mission_id=mission_id, status="pending").count() == 1
