@@ -222,7 +222,7 @@ def test_a_restore_in_questlog_is_where_the_graph_resumes(saver, person):
     mission_id = saver.mission_id(config())
     person.decide_approval(Approval.objects.get().pk, "approve")
     graph.invoke(saver.resume_command(config()), config())
-    after_plan = GraphCheckpoint.objects.get(mission_id=mission_id, metadata__source="loop", metadata__step=0)
+    after_plan = GraphCheckpoint.objects.get(mission_id=mission_id, metadata__source="loop", metadata__step=1)
     person.pause(mission_id)
     person.restore(mission_id, after_plan.checkpoint_id)
 
