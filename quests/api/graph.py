@@ -6,8 +6,8 @@ import json
 from typing import Annotated, Any, Literal
 
 from django.http import HttpRequest
-from ninja import Field, Query, Router, Schema, Status
-from pydantic import StringConstraints, WithJsonSchema
+from ninja import Query, Router, Schema, Status
+from pydantic import AfterValidator, Field, StringConstraints, WithJsonSchema
 
 from quests.api.auth import actor
 from quests.api.responses import ACT, BODY, READ, answers
@@ -27,7 +27,14 @@ ThreadId = _string(300)
 Namespace = _string(500, min_length=0)
 GraphId = _string(100)
 JsonValue = Annotated[Any, WithJsonSchema(JSON_VALUE_MARKER)]
-Index = Annotated[Int, Field(ge=-1000, le=1_000_000)]
+def _bounded(ge: int, le: int) -> Any:
+    # The bounds first, then Int's own rules: pydantic then writes them as `minimum`/`maximum`
+    # in the document (after them, it would not).
+    return Annotated[int, Field(ge=ge, le=le), *Int.__metadata__]
+
+
+Index = _bounded(-1000, 1_000_000)
+MissionRef = _bounded(1, 2**62)
 # A thread that does not exist yet, or was deleted: 404 and 410; a paused or cancelled mission: 409.
 WRITE = (*ACT, *BODY, 404, 409, 410)
 
@@ -45,16 +52,38 @@ class ChannelIn(In):
     value: Encoded
 
 
+def _has_id(checkpoint: dict[str, Any]) -> dict[str, Any]:
+    value = checkpoint.get("id")
+    if not isinstance(value, str) or not 1 <= len(value) <= 100:
+        raise ValueError("the checkpoint needs its id: text of 1 to 100 characters")
+    return checkpoint
+
+
+# LangGraph's checkpoint without its channel values: its `id`, and whatever else it holds (v, ts,
+# channel_versions, versions_seen, …), kept as sent.
+CheckpointBody = Annotated[
+    dict[str, Any],
+    AfterValidator(_has_id),
+    WithJsonSchema({
+        "type": "object",
+        "required": ["id"],
+        "properties": {"id": {"type": "string", "minLength": 1, "maxLength": 100, "pattern": STORABLE}},
+        "propertyNames": {"pattern": STORABLE},
+        "additionalProperties": JSON_VALUE_MARKER,
+    }),
+]
+
+
 class GraphCheckpointIn(In):
     thread_id: ThreadId
     checkpoint_ns: Namespace = ""
-    checkpoint: JsonObject
+    checkpoint: CheckpointBody
     metadata: JsonObject = {}
     parent_checkpoint_id: GraphId | None = None
     channels: dict[_string(500), ChannelIn] = {}
     title: _string(200, min_length=0) = ""
     # An existing mission to hold the thread when it is new (config `questlog_mission_id`).
-    mission_id: Annotated[Int, Field(ge=1, le=2**62)] | None = None
+    mission_id: MissionRef | None = None
 
 
 class WriteIn(In):
@@ -76,10 +105,11 @@ class GraphWritesIn(In):
     checkpoint_id: GraphId
     task_id: _string(100)
     task_path: _string(500, min_length=0) = ""
-    writes: list[WriteIn] = Field(max_length=10_000)
+    # Bounded so that a list one item too long still fits the body limit (422, not 413).
+    writes: list[WriteIn] = Field(max_length=1000)
     interrupts: list[InterruptIn] = Field(default=[], max_length=100)
     title: _string(200, min_length=0) = ""
-    mission_id: Annotated[Int, Field(ge=1, le=2**62)] | None = None
+    mission_id: MissionRef | None = None
 
 
 class PendingWriteOut(Schema):
@@ -134,7 +164,7 @@ class ThreadIn(In):
 
 
 class SessionIn(ThreadIn):
-    mission_id: Annotated[Int, Field(ge=1, le=2**62)] | None = None
+    mission_id: MissionRef | None = None
 
 
 class ThreadQuery(Schema):
@@ -153,7 +183,7 @@ class ThreadOut(Schema):
 
 
 class RunsIn(In):
-    run_ids: list[_string(100)] = Field(max_length=10_000)
+    run_ids: list[_string(100)] = Field(max_length=1000)
 
 
 class CopyIn(In):
@@ -162,7 +192,7 @@ class CopyIn(In):
 
 
 class PruneIn(In):
-    thread_ids: list[ThreadId] = Field(max_length=10_000)
+    thread_ids: list[ThreadId] = Field(max_length=1000)
     strategy: Literal["keep_latest", "delete"] = "keep_latest"
 
 
@@ -190,7 +220,7 @@ def _metadata_filter(text: str | None) -> dict[str, Any]:
 @router.post("/langgraph/checkpoints", response=answers({201: SavedOut}, *WRITE))
 def put_checkpoint(request: HttpRequest, body: GraphCheckpointIn):
     row = graph.graph_put(
-        actor=actor(request), thread_id=body.thread_id, ns=body.checkpoint_ns, graph_id=_checkpoint_id(body.checkpoint),
+        actor=actor(request), thread_id=body.thread_id, ns=body.checkpoint_ns, graph_id=body.checkpoint["id"],
         parent_graph_id=body.parent_checkpoint_id, skeleton=body.checkpoint, metadata=body.metadata,
         channels={name: {"version": item.version, "value": item.value.dict()} for name, item in body.channels.items()},
         title=body.title, mission_id=body.mission_id,
@@ -200,13 +230,6 @@ def put_checkpoint(request: HttpRequest, body: GraphCheckpointIn):
         "questlog_checkpoint_id": row.checkpoint.pk,
     }
     return Status(201, saved)
-
-
-def _checkpoint_id(checkpoint: dict[str, Any]) -> str:
-    value = checkpoint.get("id")
-    if not isinstance(value, str) or not value or len(value) > 100:
-        raise InvalidInput("checkpoint.id must be the checkpoint's id (text, at most 100 characters).", field="checkpoint.id")
-    return value
 
 
 @router.post("/langgraph/writes", response=answers(WritesOut, *WRITE))

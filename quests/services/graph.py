@@ -73,7 +73,10 @@ def _thread_create(actor: Actor, thread_id: str, *, title: str, mission_id: int 
         mission = visible(actor, Mission).filter(pk=mission_id).first()
         if mission is None:
             raise NotFound(f"No mission with id {mission_id}.")
-        if GraphThread.objects.filter(mission=mission).exists():
+        held = GraphThread.objects.filter(mission=mission).values_list("thread_id", flat=True).first()
+        if held == thread_id:
+            return  # a concurrent request (LangGraph saves and writes in parallel) linked it first
+        if held is not None:
             raise Conflict(f"Mission {mission_id} already holds another thread.", code="thread_exists")
     try:
         with transaction.atomic():

@@ -99,9 +99,10 @@ def graph_copy_thread(*, actor: Actor, source_thread_id: str, target_thread_id: 
             return None
         if source is None:
             return None
+        # The copy is a new thread: one that exists (even deleted, even without checkpoints) is refused.
+        if GraphThread.objects.filter(owner=actor.user, thread_id=target_thread_id).exists():
+            raise Conflict(f"Thread {target_thread_id!r} already exists.", code="thread_exists")
         target = lock_thread(actor, target_thread_id, title=f"{source.title} (copy)"[:200])
-        if GraphCheckpoint.objects.filter(mission=target).exists():
-            raise Conflict(f"Thread {target_thread_id!r} already has checkpoints.", code="thread_exists")
         counts: Counter = Counter()
         mapping: dict[int, GraphCheckpoint] = {}
         seq = target.next_checkpoint_seq
