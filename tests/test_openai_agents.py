@@ -61,6 +61,14 @@ def ask(url: str, token: str, outbox: Path, *calls) -> int:
     return asyncio.run(go())
 
 
+def load(url: str, token: str, mission_id: int, agent: Agent):
+    async def go():
+        async with RunStateStore(url, token) as store:
+            return await store.load(mission_id, agent)
+
+    return asyncio.run(go())
+
+
 def approvals_of(person: PersonSession, mission_id: int):
     return person.resume(mission_id).approvals
 
@@ -218,7 +226,7 @@ def test_a_state_this_process_cannot_restore_is_refused_naming_both_sides(live_s
 
     other = build_agent(answering_model(), outbox, name="Someone else")
     with pytest.raises(RunStateMismatch) as mismatch:
-        asyncio.run(RunStateStore(live_server.url, token).load(mission_id, other))
+        load(live_server.url, token, mission_id, other)
     message = str(mismatch.value)
     assert "'Inviter'" in message and "'Someone else'" in message
     assert mismatch.value.saved["agents"] == ["Inviter"] and mismatch.value.available["agents"] == ["Someone else"]
@@ -244,4 +252,30 @@ def test_a_mission_without_a_saved_run_state_is_refused(live_server, token, outb
     with Questlog(live_server.url, token) as ql:
         mission = ql.missions.create("Plain mission", "Nothing saved by the adapter")
     with pytest.raises(RunStateMismatch, match="holds no OpenAI Agents run state"):
-        asyncio.run(RunStateStore(live_server.url, token).load(mission.id, Agent(name="Inviter")))
+        load(live_server.url, token, mission.id, Agent(name="Inviter"))
+
+
+def test_a_run_that_pauses_again_is_saved_to_the_same_mission_on_the_run_load_started(live_server, token, alice_in_browser, outbox):
+    mission_id = ask(live_server.url, token, outbox)
+    [first] = approvals_of(alice_in_browser, mission_id)
+    alice_in_browser.decide_approval(first.id, "approve")
+    follow_up = {"to": "venue@example.com", "subject": "Headcount"}
+
+    async def second_pause() -> int:
+        model = asking_model(("call_venue", follow_up))
+        agent = build_agent(model, outbox)
+        async with RunStateStore(live_server.url, token) as store:
+            state = await store.load(mission_id, agent)
+            result = await Runner.run(agent, state)
+            assert [item.call_id for item in result.interruptions] == ["call_venue"]
+            return await store.save(result, mission_id=mission_id)
+
+    assert asyncio.run(second_pause()) == mission_id
+    assert sent(outbox) == [INVITE]
+    runs = Run.objects.filter(mission_id=mission_id).order_by("number")
+    assert [(run.number, run.stop_reason) for run in runs] == [(1, "waiting_for_approval"), (2, "waiting_for_approval")]
+    second = approvals_of(alice_in_browser, mission_id)[-1]
+    assert (second.agent_ref, second.payload, second.status) == ("call_venue", follow_up, "pending")
+    alice_in_browser.decide_approval(second.id, "approve")
+    assert asyncio.run(resume(live_server.url, token, mission_id, outbox, "finish"))["final"] == FINAL
+    assert sent(outbox) == [INVITE, follow_up]
