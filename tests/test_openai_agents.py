@@ -279,3 +279,15 @@ def test_a_run_that_pauses_again_is_saved_to_the_same_mission_on_the_run_load_st
     alice_in_browser.decide_approval(second.id, "approve")
     assert asyncio.run(resume(live_server.url, token, mission_id, outbox, "finish"))["final"] == FINAL
     assert sent(outbox) == [INVITE, follow_up]
+
+
+@pytest.mark.slow
+def test_the_example_runs_against_a_live_server(live_server, token):
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "openai_agents_approval.py"), "--user", "alice", "--password", "alice-password", "--poll", "0.2"],
+        cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT), "QUESTLOG_URL": live_server.url, "QUESTLOG_TOKEN": token},
+        capture_output=True, text=True, timeout=120,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "[mail] sent to team@example.com: Offsite, May 14-16" in result.stdout
+    assert result.stdout.rstrip().endswith("completed; invitations sent: 1")
