@@ -13,11 +13,12 @@ import sys
 from pathlib import Path
 
 import pytest
-from agents import Agent, Runner
+from agents import Agent, Runner, UserError
+from django.db import connection
 from django.test import Client
 
 from checkpoints.models import Operation
-from questlog_client import MissionNotStartable, Questlog, RunStateMismatch, StillWaiting
+from questlog_client import MissionNotStartable, Questlog, RunEnded, RunStateMismatch, StillWaiting
 from questlog_client.openai_agents import RunStateStore
 from questlog_client.testing import PersonSession
 from quests.models import Run
@@ -291,3 +292,66 @@ def test_the_example_runs_against_a_live_server(live_server, token):
     assert result.returncode == 0, result.stdout + result.stderr
     assert "[mail] sent to team@example.com: Offsite, May 14-16" in result.stdout
     assert result.stdout.rstrip().endswith("completed; invitations sent: 1")
+
+
+def test_a_pause_after_load_fences_the_tool_off(live_server, token, alice_in_browser, outbox):
+    mission_id = ask(live_server.url, token, outbox)
+    [approval] = approvals_of(alice_in_browser, mission_id)
+    alice_in_browser.decide_approval(approval.id, "approve")
+
+    async def go():
+        agent = build_agent(answering_model(), outbox)
+        async with RunStateStore(live_server.url, token) as store:
+            state = await store.load(mission_id, agent)
+            await asyncio.to_thread(alice_in_browser.pause, mission_id)
+            await Runner.run(agent, state)
+
+    # The SDK fails the run with its own UserError, caused by the client's RunEnded.
+    with pytest.raises(UserError) as failed:
+        asyncio.run(go())
+    assert isinstance(failed.value.__cause__, RunEnded) and failed.value.__cause__.stop_reason == "paused_by_user"
+    assert sent(outbox) == []
+    assert not Operation.objects.filter(mission_id=mission_id).exists()
+
+
+def test_an_attempt_never_confirmed_is_reconciled_never_repeated(live_server, token, alice_in_browser, outbox, make_stale):
+    mission_id = ask(live_server.url, token, outbox)
+    [approval] = approvals_of(alice_in_browser, mission_id)
+    alice_in_browser.decide_approval(approval.id, "approve")
+
+    def crashed_attempt() -> None:
+        """What a process that crashed after attempting the call, before its receipt, left."""
+        try:
+            run_id = Run.objects.get(mission_id=mission_id, ended_at__isnull=True).pk
+        finally:
+            connection.close()  # this worker thread's own connection would outlive the test database
+        with Questlog(live_server.url, token) as ql:
+            _, op = ql.request("POST", f"runs/{run_id}/operations", {
+                "key": "openai-agents:call_invite", "kind": "openai_agents.tool", "target": "send_email",
+                "request": {"arguments": INVITE}, "max_attempts": 3,
+            })
+            ql.request("POST", f"operations/{op['id']}/attempt", None, idempotent=False)
+
+    async def run_with(reconcile, *, crash_first: bool = False):
+        model = answering_model()
+        agent = build_agent(model, outbox)
+        async with RunStateStore(live_server.url, token, reconcile=reconcile) as store:
+            state = await store.load(mission_id, agent)
+            if crash_first:
+                await asyncio.to_thread(crashed_attempt)
+            await Runner.run(agent, state)
+            await store.finish(mission_id)
+        return model
+
+    with pytest.raises(UserError) as failed:
+        asyncio.run(run_with(None, crash_first=True))
+    assert type(failed.value.__cause__).__name__ == "ReconcileNeeded"
+    assert sent(outbox) == []
+
+    age_the_active_run(make_stale, mission_id)
+    looked_up = []
+    model = asyncio.run(run_with({"send_email": lambda op: looked_up.append(op.key) or "sent to team@example.com (found in the mail log)"}))
+    assert looked_up == ["openai-agents:call_invite"] and sent(outbox) == []
+    assert tool_outputs(model) == ["sent to team@example.com (found in the mail log)"]
+    ledger = Operation.objects.get(mission_id=mission_id)
+    assert (ledger.status, ledger.external_status, ledger.attempts) == ("completed", "reconciled", 1)
