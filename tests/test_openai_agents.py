@@ -30,6 +30,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 ROOT = Path(__file__).resolve().parent.parent
 AGENT_SCRIPT = ROOT / "tests" / "openai_agents_agent.py"
+EXAMPLE = ROOT / "examples" / "openai_agents_approval.py"
 
 
 @pytest.fixture
@@ -285,13 +286,34 @@ def test_a_run_that_pauses_again_is_saved_to_the_same_mission_on_the_run_load_st
 @pytest.mark.slow
 def test_the_example_runs_against_a_live_server(live_server, token):
     result = subprocess.run(
-        [sys.executable, str(ROOT / "examples" / "openai_agents_approval.py"), "--user", "alice", "--password", "alice-password", "--poll", "0.2"],
+        [sys.executable, str(EXAMPLE), "--user", "alice", "--password", "alice-password", "--poll", "0.2"],
         cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT), "QUESTLOG_URL": live_server.url, "QUESTLOG_TOKEN": token},
         capture_output=True, text=True, timeout=120,
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "[mail] sent to team@example.com: Offsite, May 14-16" in result.stdout
     assert result.stdout.rstrip().endswith("completed; invitations sent: 1")
+
+
+@pytest.mark.slow
+def test_the_example_waits_for_a_decision_made_in_the_browser(live_server, token, alice_in_browser):
+    process = subprocess.Popen(
+        [sys.executable, str(EXAMPLE), "--poll", "0.2"],
+        cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT), "QUESTLOG_URL": live_server.url, "QUESTLOG_TOKEN": token},
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    try:
+        waiting = process.stdout.readline()
+        assert f"waits for your approval: {live_server.url}/approvals/" in waiting, waiting + process.stderr.read()
+        mission_id = int(waiting.split()[1])
+        assert "still waits for a person to decide" in process.stdout.readline()
+        [approval] = approvals_of(alice_in_browser, mission_id)
+        alice_in_browser.decide_approval(approval.id, "approve")
+        out, err = process.communicate(timeout=60)
+    finally:
+        process.kill()
+    assert process.returncode == 0, out + err
+    assert out.rstrip().endswith(f"Mission {mission_id} completed; invitations sent: 1")
 
 
 def test_a_pause_after_load_fences_the_tool_off(live_server, token, alice_in_browser, outbox):

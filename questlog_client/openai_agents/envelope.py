@@ -106,7 +106,7 @@ def check_restorable(mission_id: int, saved: dict[str, Any] | None, agent: Agent
     read, or agents the given agent graph does not have. Restarting from scratch instead would
     silently redo what the run had done, so this is an error, never a fallback."""
     available = {"sdk_version": agents.__version__, "schema_version": CURRENT_SCHEMA_VERSION, "agents": agent_names(agent)}
-    if not saved or not isinstance(saved.get("run_state"), dict):
+    if not isinstance(saved, dict) or not isinstance(saved.get("run_state"), dict):
         raise errors.RunStateMismatch(
             f"Mission {mission_id} holds no OpenAI Agents run state (its head checkpoint has no {STATE_KEY!r} key): "
             "save a result with RunStateStore.save first.",

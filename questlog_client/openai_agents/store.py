@@ -191,8 +191,8 @@ class RunStateStore:
 
     def _decide(self, state: RunState[Any, Agent[Any]], item: ToolApprovalItem, approval: models.Approval, run: Run) -> None:
         if approval.status in ("approved", "edited"):
-            arguments = approval.decided_payload if approval.status == "edited" else approval.payload
-            APPROVED[item.call_id] = ApprovedCall(run, item.call_id, item.name or "", dict(arguments or {}), self.reconcile.get(item.name or ""))
+            edited = dict(approval.decided_payload or {}) if approval.status == "edited" else None
+            APPROVED[item.call_id] = ApprovedCall(run, item.call_id, item.name or "", edited, self.reconcile.get(item.name or ""))
             state.approve(item)
         elif approval.status == "rejected":
             state.reject(item, rejection_message=approval.note.strip() or REJECTED_WITHOUT_NOTE)

@@ -37,7 +37,8 @@ class ApprovedCall:
     run: Run
     call_id: str
     tool: str
-    arguments: dict[str, Any]
+    # The person's arguments when they edited the call; None runs it as the model asked.
+    edited: dict[str, Any] | None = None
     reconcile: Reconcile | None = None
 
     @property
@@ -62,7 +63,7 @@ class LedgerInvoke:
         if approved is None:
             return await self.invoke(context, arguments_json)
         loop = asyncio.get_running_loop()
-        arguments = json.dumps(approved.arguments)
+        arguments = arguments_json if approved.edited is None else json.dumps(approved.edited)
 
         def effect(op: models.Operation) -> models.Outcome:
             # The client's safe path is synchronous and runs in a worker thread; the tool itself
@@ -71,7 +72,7 @@ class LedgerInvoke:
             return models.Outcome(approved.call_id, "returned", {"output": _storable(output)})
 
         call = approved.run.operation(
-            approved.key, kind=LEDGER_KIND, target=self.tool_name, request={"arguments": approved.arguments},
+            approved.key, kind=LEDGER_KIND, target=self.tool_name, request={"arguments": _parsed(arguments)},
             reconcile=_reconcile_hook(approved),
         )
         receipt = await asyncio.to_thread(call, effect)
@@ -103,6 +104,15 @@ def _reconcile_hook(approved: ApprovedCall) -> Callable[[models.Operation], mode
         return None if output is None else models.Outcome(approved.call_id, "reconciled", {"output": _storable(output)})
 
     return hook
+
+
+def _parsed(arguments_json: str) -> Any:
+    """The arguments as the ledger's request keeps them: the same on every load of the call, so
+    planning it again matches the first plan."""
+    try:
+        return json.loads(arguments_json) if arguments_json else {}
+    except ValueError:
+        return arguments_json
 
 
 def _storable(output: Any) -> Any:
