@@ -10,18 +10,21 @@ import os
 import signal
 import subprocess
 import sys
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
 from agents import Agent, Runner, UserError
 from django.db import connection
 from django.test import Client
+from django.utils import timezone
 
 from checkpoints.models import Operation
 from questlog_client import MissionNotStartable, Questlog, RunEnded, RunStateMismatch, StillWaiting
 from questlog_client.openai_agents import RunStateStore
 from questlog_client.testing import PersonSession
-from quests.models import Run
+from quests.models import Approval, Run
+from quests.services.approvals import approvals_expire_due
 from quests.services.inbox import inbox_approvals
 from quests.services.tokens import token_create
 from tests.openai_agents_agent import ASKING, FINAL, INVITE, answering_model, asking_model, build_agent, resume, sent, tool_outputs
@@ -377,3 +380,22 @@ def test_an_attempt_never_confirmed_is_reconciled_never_repeated(live_server, to
     assert tool_outputs(model) == ["sent to team@example.com (found in the mail log)"]
     ledger = Operation.objects.get(mission_id=mission_id)
     assert (ledger.status, ledger.external_status, ledger.attempts) == ("completed", "reconciled", 1)
+
+
+def test_an_expired_approval_is_a_rejection_the_model_is_told_about(live_server, token, alice_in_browser, outbox):
+    mission_id = ask(live_server.url, token, outbox)
+    Approval.objects.filter(mission_id=mission_id).update(respond_by=timezone.now() - timedelta(minutes=1))
+    assert approvals_expire_due() == 1
+
+    async def go():
+        model = answering_model()
+        agent = build_agent(model, outbox)
+        async with RunStateStore(live_server.url, token) as store:
+            state = await store.load(mission_id, agent)
+            await Runner.run(agent, state)
+            await store.finish(mission_id)
+        return model
+
+    model = asyncio.run(go())
+    assert tool_outputs(model) == ["Nobody decided in time: the approval expired, so this tool call was not made."]
+    assert sent(outbox) == []
