@@ -34,13 +34,16 @@ from questlog_client.errors import (
     RetryBudgetExhausted,
     RunActive,
     RunEnded,
+    RunStateMismatch,
     ServerError,
+    StillWaiting,
     TransportError,
     Unauthenticated,
 )
 from questlog_client.models import (
     Approval,
     ApprovalRequested,
+    ApprovalsRequested,
     Bundle,
     Checkpoint,
     Constraint,
@@ -62,7 +65,7 @@ __all__ = [
     "Questlog", "Missions", "Mission", "Run", "OperationCall", "Step", "new_key",
     "QuestlogError", "ApiError", "TransportError", "Conflict", "RunActive", "RunEnded", "MissionNotStartable", "KeyReuse",
     "InvalidTransition", "RetryBudgetExhausted", "NotFound", "Unauthenticated", "Forbidden", "InvalidInput", "MalformedJSON",
-    "PayloadTooLarge", "ServerError", "OperationFailed", "ReconcileNeeded", "EffectFailed",
-    "Bundle", "Approval", "ApprovalRequested", "Checkpoint", "Constraint", "MemoryItem", "MemoryProposal", "Milestone",
+    "PayloadTooLarge", "ServerError", "OperationFailed", "ReconcileNeeded", "EffectFailed", "StillWaiting",
+    "RunStateMismatch", "Bundle", "Approval", "ApprovalRequested", "ApprovalsRequested", "Checkpoint", "Constraint", "MemoryItem", "MemoryProposal", "Milestone",
     "MilestoneClaimed", "Operation", "Outcome", "Receipt", "Record",
 ]

@@ -95,6 +95,12 @@ class MissionNotStartable(Conflict):
     def mission_status(self) -> str | None:
         return self.error.get("status")
 
+    @property
+    def stop_reason(self) -> str | None:
+        """Why the mission stopped (`paused_by_user`, `cancelled_by_user`, …) when the client knew
+        it; the server's own answer names only the mission's `status`."""
+        return self.error.get("stop_reason")
+
 
 class KeyReuse(Conflict):
     code = "key_reuse"
@@ -147,6 +153,27 @@ class EffectFailed(QuestlogError):
         super().__init__(error)
         self.error = error
         self.retryable = retryable
+
+
+class StillWaiting(QuestlogError):
+    """The mission still waits for a person: `approvals` are the pending ones (models.Approval).
+    Nothing was started; try again once they are decided (`Mission.wait_for_person` waits)."""
+
+    def __init__(self, message: str, *, mission_id: int, approvals: list[Any]) -> None:
+        super().__init__(message)
+        self.mission_id = mission_id
+        self.approvals = approvals
+
+
+class RunStateMismatch(QuestlogError):
+    """A saved agent state this process cannot restore: written in a schema this SDK does not
+    read, or naming agents the agent given does not have. Never silently restarted: the message
+    names what was saved and what this process has."""
+
+    def __init__(self, message: str, *, saved: dict[str, Any], available: dict[str, Any]) -> None:
+        super().__init__(message)
+        self.saved = saved
+        self.available = available
 
 
 _BY_CODE: dict[str, type[ApiError]] = {

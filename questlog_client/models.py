@@ -155,6 +155,7 @@ class Approval:
     note: str = ""
     checkpoint_id: int | None = None
     expires_at: datetime | None = None
+    agent_ref: str = ""
     raw: dict[str, Any] = field(default_factory=dict, repr=False)
 
     @classmethod
@@ -347,6 +348,15 @@ class ApprovalRequested:
     """`run.request_approval(...)` ends the run: the mission waits for a person."""
 
     approval: Approval
+    run_ended: bool = True
+    stop_reason: str = "waiting_for_approval"
+
+
+@dataclass
+class ApprovalsRequested:
+    """`run.request_approvals(...)` asks several questions at once and ends the run once."""
+
+    approvals: list[Approval]
     run_ended: bool = True
     stop_reason: str = "waiting_for_approval"
 

@@ -159,6 +159,27 @@ class Run:
             self._mark_ended("waiting_for_approval")
         return models.ApprovalRequested(models.Approval.from_dict(answer), run_ended=ended, stop_reason="waiting_for_approval" if ended else "")
 
+    def request_approvals(
+        self, items: list[dict[str, Any]], *, agent_state: dict[str, Any] | None = None, key: str | None = None
+    ) -> models.ApprovalsRequested:
+        """Ask several questions at once (tool calls an agent wants to make together): each item
+        has `action`, `payload`, `reason`, and optionally `expires_at` (a datetime) and `agent_ref`
+        (the agent's own id for the question, e.g. a tool call id). The run ends once, waiting
+        for all of them; one checkpoint holds `agent_state`. A replay answers the approvals as
+        they are now and leaves this run going."""
+        body = {
+            "items": [
+                {**item, "expires_at": item["expires_at"].isoformat() if item.get("expires_at") else None} for item in items
+            ],
+            "agent_state": agent_state, "key": key or new_key(),
+        }
+        status, answer = self._call("POST", f"runs/{self.id}/approvals/batch", body)
+        ended = status == 201
+        if ended:
+            self._mark_ended("waiting_for_approval")
+        approvals = [models.Approval.from_dict(item) for item in answer["items"]]
+        return models.ApprovalsRequested(approvals, run_ended=ended, stop_reason="waiting_for_approval" if ended else "")
+
     def propose_memory(self, name: str, value: str, reason: str, *, key: str | None = None) -> models.MemoryProposal:
         """Propose a long-term memory item; it exists only once the person approves it."""
         body = {"name": name, "value": value, "reason": reason, "key": key or new_key()}

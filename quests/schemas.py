@@ -175,11 +175,13 @@ class ApprovalSummaryOut(Schema):
     status: str
     decided_payload: Any
     note: str
+    # The agent's own id for what it asked (a tool call id): an adapter matches decisions to its
+    # paused calls by it, so it is in the bundle the adapter resumes from.
+    agent_ref: str = ""
 
 
 class ApprovalOut(ApprovalSummaryOut):
     mission_id: int
-    agent_ref: str = ""
     checkpoint_id: int | None
     expires_at: IsoDatetime | None
     created_at: IsoDatetime | None
