@@ -29,7 +29,7 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import interrupt
 
-from questlog_client import Questlog
+from questlog_client import MissionNotStartable, Questlog
 from questlog_client.fake_service import FakeService
 from questlog_client.langgraph import QuestlogSaver
 
@@ -178,10 +178,14 @@ def main(argv: list[str] | None = None) -> None:
                 told.append(saver.mission_id(config))
                 print(f"Waiting for a person: approve the invitations at {args.url.rstrip('/')}/missions/{told[0]}/", flush=True)
 
-        print(f"Thread {args.thread}", flush=True)
-        final = run_to_end(build_graph(saver, service), saver, config, {"request": "Plan the team offsite"}, wait=wait, poll=args.poll)
+        print(f"Thread {args.thread} (after a crash, run again with --thread {args.thread} to carry on)", flush=True)
+        try:
+            final = run_to_end(build_graph(saver, service), saver, config, {"request": "Plan the team offsite"}, wait=wait, poll=args.poll)
+        except MissionNotStartable as stopped:  # a person paused or cancelled the mission meanwhile
+            raise SystemExit(f"Not going on: {stopped}") from None
         finish(ql, saver, config)
     print(json.dumps(final, indent=2, default=str))
+
 
 if __name__ == "__main__":
     main()
