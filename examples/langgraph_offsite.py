@@ -32,6 +32,7 @@ from langgraph.types import interrupt
 from questlog_client import MissionNotStartable, Questlog
 from questlog_client.fake_service import FakeService
 from questlog_client.langgraph import QuestlogSaver
+from questlog_client.langgraph.saver import MISSION_KEY
 
 SEND_ACTION = "send the invitations"
 VENUE = {"venue": "Lakeside Lodge", "dates": "May 14-16", "people": 12, "price_eur": 3200}
@@ -105,7 +106,7 @@ def build_graph(saver: QuestlogSaver, service: FakeService) -> CompiledStateGrap
 def thread_config(thread_id: str, mission_id: int | None = None) -> RunnableConfig:
     configurable: dict[str, Any] = {"thread_id": thread_id}
     if mission_id is not None:
-        configurable["questlog_mission_id"] = mission_id  # the thread lives in this existing mission
+        configurable[MISSION_KEY] = mission_id  # the thread lives in this existing mission
     return {"configurable": configurable}
 
 
