@@ -92,12 +92,24 @@ def _check_bundles(ex: Execution, row: PointResult) -> None:
                 decisions.setdefault(answer["id"], event["at"])
             if event["path"].endswith("/records") and sent.get("resolves"):
                 resolved.setdefault(sent["resolves"], event["at"])
-            if event["path"].endswith("/approvals"):
-                approvals.setdefault(answer["id"], event["at"])
+            for approval_id in _approvals_asked(event["path"], answer):
+                approvals.setdefault(approval_id, event["at"])
         elif event["type"] == "bundle":
             asked, bundle = event["asked_at"], event["bundle"]
             known_constraints.append((event["got_at"], {c["id"] for c in bundle["constraints"]}))
             _check_one_bundle(bundle, asked, known_constraints, decided, decisions, resolved, approvals, row)
+
+
+def _approvals_asked(path: str, answer: dict[str, Any]) -> list[int]:
+    """The approvals a step asked for: one (POST /runs/{id}/approvals), several at once
+    (…/approvals/batch), or those a LangGraph interrupt became (POST /langgraph/writes)."""
+    if path.endswith("/approvals") and "id" in answer:
+        return [answer["id"]]
+    if path.endswith("/approvals/batch"):
+        return [item["id"] for item in answer.get("items") or []]
+    if path.endswith("langgraph/writes"):
+        return [item["id"] for item in answer.get("approvals") or []]
+    return []
 
 
 def _check_one_bundle(

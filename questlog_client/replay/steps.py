@@ -57,6 +57,27 @@ def _operation(action: str) -> Labeller:
     return lambda sent, answer: f"operation {answer.get('key') or sent.get('key')}: {action}"
 
 
+def _graph_ns(sent: dict[str, Any]) -> str:
+    """A LangGraph namespace without its task ids ("outer:<task id>|inner:<task id>" → "outer|inner"):
+    task ids derive from checkpoint ids, which are new in every execution."""
+    ns = str(sent.get("checkpoint_ns") or "")
+    return f" {'|'.join(part.split(':', 1)[0] for part in ns.split('|'))}" if ns else ""
+
+
+def _graph_checkpoint(sent: dict[str, Any], answer: dict[str, Any]) -> str:
+    metadata = sent.get("metadata") or {}
+    return f"langgraph checkpoint{_graph_ns(sent)} {metadata.get('source', '?')} {metadata.get('step', '?')}"
+
+
+def _graph_writes(sent: dict[str, Any], answer: dict[str, Any]) -> str:
+    # A node's task path ends with its name ("~__pregel_pull, plan"); the writes of a Command
+    # (a resume, an update) belong to no task and have no path.
+    node = str(sent.get("task_path") or "").rsplit(", ", 1)[-1].strip() or "(command)"
+    channels = list(dict.fromkeys(str(w.get("channel")) for w in sent.get("writes") or []))
+    asked = f" (asks {len(sent['interrupts'])} approval{'s' if len(sent['interrupts']) != 1 else ''})" if sent.get("interrupts") else ""
+    return f"langgraph writes{_graph_ns(sent)} {node}: {', '.join(channels) or 'nothing'}{asked}"
+
+
 # Labels name a step the same way in every execution of a scenario (no ids, no generated keys):
 # that is how the steps before a crash are checked against the uninterrupted run's.
 LABELS: dict[str, Labeller] = {
@@ -74,6 +95,13 @@ LABELS: dict[str, Labeller] = {
     "operations/{id}/complete": _operation("complete"),
     "operations/{id}/fail": _operation("fail"),
     "operations/{id}/observe": _operation("observe"),
+    "langgraph/checkpoints": _graph_checkpoint,
+    "langgraph/writes": _graph_writes,
+    "langgraph/session": lambda sent, answer: "langgraph session",
+    "langgraph/threads/delete": lambda sent, answer: "langgraph delete thread",
+    "langgraph/delete-for-runs": lambda sent, answer: "langgraph delete runs' checkpoints",
+    "langgraph/copy": lambda sent, answer: "langgraph copy thread",
+    "langgraph/prune": lambda sent, answer: f"langgraph prune {sent.get('strategy') or 'keep_latest'}",
 }
 
 

@@ -1,0 +1,1 @@
+"""Runnable examples; a package so that `--agent examples.<module>:<function>` imports them."""
