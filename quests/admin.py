@@ -13,6 +13,7 @@ from quests.models import (
     Approval,
     AuditEvent,
     Constraint,
+    GraphThread,
     Hold,
     IdempotentRequest,
     MemoryItem,
@@ -124,6 +125,13 @@ class MemoryItemAdmin(ReadOnlyAdmin):
     list_filter = ("approved_at", "expires_at")
     search_fields = ("name", "owner__username")
     list_select_related = ("owner", "source_mission")
+
+
+@admin.register(GraphThread)
+class GraphThreadAdmin(ReadOnlyAdmin):
+    list_display = ("id", "thread_id", "owner", "mission", "created_at", "deleted_at")
+    search_fields = ("thread_id", "owner__username", "mission__title")
+    list_select_related = ("owner", "mission")
 
 
 @admin.register(AgentToken)

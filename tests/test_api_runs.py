@@ -238,3 +238,16 @@ def test_a_person_may_use_the_agent_endpoints_with_a_session(person, mission):
     assert person.post(f"runs/{run['id']}/checkpoints", {"agent_state": {"by": "hand"}}).status_code == 201
     assert person.post(f"runs/{run['id']}/heartbeat").status_code == 200
     assert person.post(f"runs/{run['id']}/stop", {"reason": "completed"}).status_code == 200
+
+
+def test_a_moment_with_any_rfc3339_offset_is_kept_as_the_same_moment(agent, run):
+    # PostgreSQL keeps offsets only up to ±15:59; RFC 3339 allows ±23:59.
+    answer = agent.post(f"runs/{run['id']}/stop", {"reason": "failed_retry_budget", "retry_at": "2839-09-04T11:29:46.537-17:11"})
+    assert answer.status_code == 200, answer.content
+    mission = agent.get(f"missions/{run['mission_id']}").json()
+    assert mission["retry_at"].startswith("2839-09-05T04:40:46.537")
+
+
+def test_a_moment_past_the_last_representable_one_in_utc_is_refused(agent, run):
+    answer = agent.post(f"runs/{run['id']}/stop", {"reason": "blocked_external", "retry_at": "9999-12-31T23:59:59-01:00"})
+    assert answer.status_code == 422 and answer.json()["error"]["field"] == "retry_at"

@@ -4,7 +4,7 @@ surrogate anywhere (PostgreSQL cannot store them), no blank titles, whole number
 integers (never "3" or 3.0), and a free-form object's keys and values held to the same rule."""
 
 import re
-from datetime import datetime
+from datetime import datetime, timezone
 from typing import Annotated, Any, Literal
 
 from ninja import Schema
@@ -67,7 +67,16 @@ def _json_integer(value: Any) -> Any:
     return value
 
 
-Moment = Annotated[datetime, BeforeValidator(_rfc3339)]
+def _in_utc(value: datetime) -> datetime:
+    # PostgreSQL keeps offsets only up to ±15:59 while RFC 3339 allows ±23:59: the moment is the
+    # same in UTC, and nothing else reads the offset it came with.
+    try:
+        return value.astimezone(timezone.utc)
+    except OverflowError:
+        raise ValueError("Input should be a date-time between the years 1 and 9999 in UTC") from None
+
+
+Moment = Annotated[datetime, BeforeValidator(_rfc3339), AfterValidator(_in_utc)]
 Key = Annotated[str, StringConstraints(min_length=1, max_length=200, pattern=STORABLE)] | None
 Int = Annotated[int, BeforeValidator(_json_integer), Strict()]
 Bool = Annotated[bool, Strict()]
