@@ -13,7 +13,7 @@ import json
 from typing import Any
 
 from django.db import IntegrityError, transaction
-from django.db.models import Q, QuerySet
+from django.db.models import Q, QuerySet, Subquery
 from django.db.models.fields.json import KeyTransform
 from django.utils import timezone
 
@@ -290,9 +290,16 @@ def graph_checkpoints(
 ) -> list[dict[str, Any]]:
     """LangGraph's checkpoint tuples, newest first: each with its channel values and pending
     writes, in three queries whatever the number (checkpoints, writes, blobs)."""
-    rows = GraphCheckpoint.objects.filter(mission__in=thread_missions(actor)).select_related("mission__graph_thread")
     if thread_id is not None:
-        rows = rows.filter(mission__graph_thread__thread_id=thread_id)
+        # The thread's mission by the (owner, thread id) index, as a value the checkpoints' index
+        # is then walked with.
+        holder = GraphThread.objects.filter(
+            owner_id=actor.user.pk if actor.user else None, thread_id=thread_id, deleted_at__isnull=True,
+            mission__in=visible(actor, Mission),
+        )
+        rows = GraphCheckpoint.objects.filter(mission_id=Subquery(holder.values("mission_id")[:1]))
+    else:
+        rows = GraphCheckpoint.objects.filter(mission__in=thread_missions(actor)).select_related("mission__graph_thread")
     if ns is not None:
         rows = rows.filter(ns=ns)
     if graph_id is not None:
@@ -301,10 +308,14 @@ def graph_checkpoints(
         rows = rows.filter(graph_id__lt=before)
     rows = metadata_filtered(rows, metadata or {})
     limit = max(1, min(limit or LIST_LIMIT, LIST_LIMIT))
-    found = list(rows.order_by("-graph_id", "-pk")[:limit])
+    # Within one thread and namespace an id is unique: newest first is then a backward walk of the
+    # (mission, ns, graph_id) index, whatever the thread's length. Across them, ids may repeat
+    # (a copied thread), and the row's id breaks the tie.
+    order = ("-graph_id",) if thread_id is not None and ns is not None else ("-graph_id", "-pk")
+    found = list(rows.order_by(*order)[:limit])
     writes = writes_of(found)
     contents = blobs_get([item[1] for row in found for item in row.channels.values()])
-    return [_tuple(row, writes.get(_key(row), []), contents) for row in found]
+    return [_tuple(row, writes.get(_key(row), []), contents, thread_id=thread_id) for row in found]
 
 
 def _key(row: GraphCheckpoint | GraphWrite) -> tuple[int, str, str]:
@@ -335,10 +346,10 @@ def metadata_filtered(rows: QuerySet[GraphCheckpoint], metadata: dict[str, Any])
     return rows.filter(condition)
 
 
-def _tuple(row: GraphCheckpoint, writes: list[GraphWrite], contents: dict[str, bytes]) -> dict[str, Any]:
+def _tuple(row: GraphCheckpoint, writes: list[GraphWrite], contents: dict[str, bytes], *, thread_id: str | None) -> dict[str, Any]:
     values = {name: json.loads(contents[sha]) for name, (_, sha, _) in row.channels.items() if sha in contents}
     return {
-        "thread_id": row.mission.graph_thread.thread_id,
+        "thread_id": thread_id if thread_id is not None else row.mission.graph_thread.thread_id,
         "checkpoint_ns": row.ns,
         "checkpoint_id": row.graph_id,
         "parent_checkpoint_id": row.parent_graph_id or None,
