@@ -56,6 +56,17 @@ def _finite_float(text: str) -> float:
     return value
 
 
+def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    # JSON leaves a repeated key to the reader (Python keeps the last one): a body that says two
+    # things about one field is refused rather than guessed at.
+    obj = dict(pairs)
+    if len(obj) != len(pairs):
+        seen: set[str] = set()
+        repeated = next(key for key, _ in pairs if key in seen or seen.add(key))
+        raise ServiceError(f"The request body repeats the key {repeated!r}.", code="malformed_json", field=repeated)
+    return obj
+
+
 class StorableJsonParser(Parser):
     """JSON bodies whose text can be stored: refused here with a clear 422 rather than failing
     deep in the database with a 500."""
@@ -63,7 +74,10 @@ class StorableJsonParser(Parser):
     def parse_body(self, request: HttpRequest):
         # Python's json accepts NaN and Infinity, which are not JSON and which jsonb refuses:
         # raising here makes them a 400 malformed body instead of a 500 from the database.
-        data = json.loads(request.body, parse_constant=_not_json, parse_float=_finite_float)
+        try:
+            data = json.loads(request.body, parse_constant=_not_json, parse_float=_finite_float, object_pairs_hook=_object)
+        except RecursionError:
+            raise ServiceError("The request body nests too deeply.", code="malformed_json") from None
         if data is None:
             return {}  # `null` says "no body", as an empty one does (the optional run body)
         if not isinstance(data, dict):
