@@ -1,8 +1,11 @@
 """Load through the HTTP API: N agent threads, each with a keep-alive session and a token of its own,
-loop mission → run → (record, operation plan/attempt/complete, checkpoint, heartbeat) × 10 → stop →
-resume for S seconds against the web server. Prints requests/s, checkpoints/s, p50/p99 per call
-kind, every non-2xx answer, and the goal of issue 10 (≥ 300 requests/s, p99 < 100 ms for every
-call kind, 0 non-2xx with 8 agents for 60 s) with PASS or MISS; it fails only on errors.
+loop mission → run → (record, operation plan/attempt/complete, checkpoint, heartbeat) × 10 → stop
+(every other mission: an approval request instead) → resume for S seconds against the web server,
+while a person signed in with a session polls the page of each mission that waits and decides its
+approval through the people API (issue 12; `--no-person` leaves the person out). Prints requests/s,
+checkpoints/s, p50/p99 per call kind (the person's too), every non-2xx answer (409s counted apart:
+expected), and the goals of issue 10 (≥ 300 requests/s, p99 < 100 ms for every call kind, 0 non-2xx
+with 8 agents for 60 s) with PASS or MISS; it fails only on errors.
 
     .venv/bin/python bench/load.py [--agents 8] [--seconds 60] [--url http://host:port --token qlt_…]
 
@@ -14,6 +17,7 @@ which must then be the server's database. BENCH_QUICK=1 (or --quick): 2 agents f
 
 import argparse
 import os
+import queue
 import statistics
 import sys
 import threading
@@ -34,7 +38,58 @@ STEPS = 10  # (record, operation plan/attempt/complete, checkpoint, heartbeat) p
 GOAL_RATE, GOAL_P99_MS = 300.0, 100.0
 
 
-def agent_loop(agent: server.Agent, seed: int, deadline: float) -> None:
+PERSON, PERSON_PASSWORD = "person", "bench-person-password"
+# What agents hand the person: (mission id, approval id) of a mission waiting for a decision.
+Waiting = queue.Queue[tuple[int, int]]
+
+
+class Person:
+    """The person: for each mission that waits, polls its page until the approval shows, then
+    decides it through the people API. Every call is timed by kind, like an agent's."""
+
+    def __init__(self, url: str, username: str, password: str) -> None:
+        from questlog_client.errors import ApiError
+        from questlog_client.people import PersonSession
+
+        self.api_error = ApiError
+        self.session = PersonSession(url, username, password)
+        self.times: dict[str, list[float]] = {}
+        self.failures: list[str] = []
+        self.conflicts = 0
+
+    def timed(self, kind: str, call):
+        start = time.perf_counter()
+        try:
+            return call()
+        except self.api_error as exc:
+            if exc.status == 409:
+                self.conflicts += 1  # decided or expired meanwhile: expected, and nothing was lost
+            else:
+                self.failures.append(f"{kind}: {exc}")
+            return None
+        finally:
+            self.times.setdefault(kind, []).append(time.perf_counter() - start)
+
+    def page(self, kind: str, path: str) -> None:
+        response = self.timed(kind, lambda: self.session.page(path))
+        if response is not None and response.status_code != 200:
+            self.failures.append(f"{kind} GET {path}: {response.status_code}")
+
+    def work(self, waiting: Waiting, deadline: float) -> None:
+        while time.monotonic() < deadline:
+            self.page("page: inbox", "/approvals/")
+            try:
+                mission_id, approval_id = waiting.get(timeout=0.2)
+            except queue.Empty:
+                continue
+            self.page("page: mission", f"/missions/{mission_id}/")
+            self.timed("decide approval", lambda: self.session.call("POST", f"approvals/{approval_id}/decision", {"decision": "approve"}))
+
+    def close(self) -> None:
+        self.session.close()
+
+
+def agent_loop(agent: server.Agent, seed: int, deadline: float, waiting: Waiting | None = None) -> None:
     """One agent's work until the deadline; the call under way when it passes is finished."""
     missions = 0
     while time.monotonic() < deadline:
@@ -59,23 +114,36 @@ def agent_loop(agent: server.Agent, seed: int, deadline: float) -> None:
             agent.call("heartbeat", "POST", f"runs/{run_id}/heartbeat")
         if time.monotonic() >= deadline:
             return
-        agent.call("stop", "POST", f"runs/{run_id}/stop", {"reason": "completed"})
+        if waiting is not None and missions % 2:
+            asked = agent.call(
+                "approval request", "POST", f"runs/{run_id}/approvals",
+                {"action": "send the quote requests", "payload": {"venues": STEPS}, "reason": "They go to outside suppliers.", "key": server.key()},
+            )
+            if asked is not None:
+                waiting.put((mission_id, asked["id"]))
+        else:
+            agent.call("stop", "POST", f"runs/{run_id}/stop", {"reason": "completed"})
         agent.call("resume", "GET", f"missions/{mission_id}/resume")
 
 
-def run_load(url: str, tokens: list[str], seconds: float) -> tuple[list[server.Agent], float]:
+def run_load(url: str, tokens: list[str], seconds: float, *, person: bool) -> tuple[list, float]:
+    """The agents (and the person, last in the list answered) until the deadline."""
     agents = [server.Agent(url, token) for token in tokens]
+    someone = Person(url, common.USER_PREFIX + PERSON, PERSON_PASSWORD) if person else None
+    waiting: Waiting | None = queue.Queue() if person else None
     errors: list[BaseException] = []
 
-    def work(agent: server.Agent, seed: int) -> None:
+    def work(target, *args) -> None:
         try:
-            agent_loop(agent, seed, deadline)
+            target(*args)
         except BaseException as exc:  # reported after the run: a transport error is an error, not a MISS
             errors.append(exc)
 
     start = time.monotonic()
     deadline = start + seconds
-    threads = [threading.Thread(target=work, args=(a, i)) for i, a in enumerate(agents)]
+    threads = [threading.Thread(target=work, args=(agent_loop, a, i, deadline, waiting)) for i, a in enumerate(agents)]
+    if someone is not None:
+        threads.append(threading.Thread(target=work, args=(someone.work, waiting, deadline)))
     for t in threads:
         t.start()
     for t in threads:
@@ -83,23 +151,27 @@ def run_load(url: str, tokens: list[str], seconds: float) -> tuple[list[server.A
     elapsed = time.monotonic() - start
     for agent in agents:
         agent.close()
+    if someone is not None:
+        someone.close()
     if errors:
-        raise RuntimeError(f"{len(errors)} agent(s) failed; the first: {errors[0]!r}") from errors[0]
-    return agents, elapsed
+        raise RuntimeError(f"{len(errors)} thread(s) failed; the first: {errors[0]!r}") from errors[0]
+    return agents + ([someone] if someone is not None else []), elapsed
 
 
 def p99(samples: list[float]) -> float:
     return common.percentile(samples, 99) if len(samples) > 1 else samples[0]
 
 
-def report(agents: list[server.Agent], elapsed: float, seconds: float) -> None:
+def report(agents: list, elapsed: float, seconds: float) -> None:
     times: dict[str, list[float]] = {}
     for agent in agents:
         for kind, samples in agent.times.items():
             times.setdefault(kind, []).extend(samples)
     total = sum(len(s) for s in times.values())
     rate = total / elapsed
-    print(f"\n== {len(agents)} agents for {seconds:.0f} s through the HTTP API (make serve, workers: {server.WORKERS})")
+    people = [a for a in agents if isinstance(a, Person)]
+    count = len(agents) - len(people)
+    print(f"\n== {count} agents{' and a person' if people else ''} for {seconds:.0f} s through the HTTP API (make serve, workers: {server.WORKERS})")
     common.figure("requests", total, fmt="d")
     common.figure("requests/s", rate)
     common.figure("checkpoints/s", len(times.get("checkpoint", [])) / elapsed)
@@ -109,6 +181,9 @@ def report(agents: list[server.Agent], elapsed: float, seconds: float) -> None:
         worst = max(worst, p99(samples) * 1000)
         common.figure(f"{kind:<18}", f"{len(samples):6d} calls, p50 {statistics.median(samples) * 1000:7.1f} ms, p99 {p99(samples) * 1000:7.1f} ms")
     failures = [f for agent in agents for f in agent.failures]
+    if people:
+        common.figure("approvals decided by the person", len(people[0].times.get("decide approval", [])), fmt="d")
+        common.figure("expected 409s (decided meanwhile)", people[0].conflicts, fmt="d")
     common.figure("non-2xx answers", len(failures), fmt="d")
     for failure, count in Counter(failures).most_common():
         print(f"  {count} × {failure}")
@@ -124,6 +199,17 @@ def report(agents: list[server.Agent], elapsed: float, seconds: float) -> None:
     )
 
 
+def person_tokens(count: int) -> list[str]:
+    """The person's user (with a password, to sign in) and a token of theirs for each agent: the
+    person sees and decides what the agents ask."""
+    from quests.services.tokens import token_create
+
+    user = common.bench_user(PERSON)
+    user.set_password(PERSON_PASSWORD)
+    user.save(update_fields=["password"])
+    return [token_create(user=user, name=f"agent{i}")[1] for i in range(count)]
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--agents", type=int, default=2 if QUICK else 8)
@@ -131,13 +217,19 @@ def main() -> int:
     parser.add_argument("--url", help="an already running server (default: start one)")
     parser.add_argument("--token", help="an agent token for --url (default: one per agent, made in BENCH_DATABASE_URL)")
     parser.add_argument("--quick", action="store_true", help="as BENCH_QUICK=1")
+    parser.add_argument("--no-person", action="store_true", help="agents only: no person polling pages and deciding approvals")
     args = parser.parse_args()
     print(f"HTTP load{' (quick mode)' if QUICK else ''}, database {BENCH_URL.rsplit('/', 1)[-1]}")
     with common.bench_data():
-        tokens = [args.token] * args.agents if args.token else [server.agent_token(f"agent{i}") for i in range(args.agents)]
+        person = not args.no_person and not args.token
+        tokens = (
+            [args.token] * args.agents if args.token
+            else person_tokens(args.agents) if person
+            else [server.agent_token(f"agent{i}") for i in range(args.agents)]
+        )
         web = server.Server(url=args.url.rstrip("/")) if args.url else server.start_server(BENCH_URL)
         try:
-            agents, elapsed = run_load(web.url, tokens, args.seconds)
+            agents, elapsed = run_load(web.url, tokens, args.seconds, person=person)
         finally:
             web.stop()
     report(agents, elapsed, args.seconds)

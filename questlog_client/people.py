@@ -37,6 +37,12 @@ class PersonSession:
     def close(self) -> None:
         self._http.close()
 
+    def page(self, path: str) -> httpx.Response:
+        """GET one of the browser's pages (`/missions/7/`, `/approvals/`) with the session, as the
+        browser's polling does."""
+        with self._lock:
+            return self._http.get(path)
+
     def call(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
         with self._lock:  # one request at a time: the session's cookies are shared state
             answer = self._http.request(method, f"/api/v1/{path}", json=body if method != "GET" else None)

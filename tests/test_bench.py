@@ -54,7 +54,7 @@ def test_bench_vs_langgraph_prints_every_path_and_goal(bench_env):
 
 def test_load_prints_rates_latencies_and_no_failures(bench_env):
     out = run("load.py", bench_env)
-    for figure in ("requests/s:", "checkpoints/s:", "checkpoint ", "heartbeat ", "operation complete", "p99"):
+    for figure in ("requests/s:", "checkpoints/s:", "checkpoint ", "heartbeat ", "operation complete", "p99", "page: inbox", "approvals decided by the person:"):
         assert figure in out, figure
     # A non-2xx answer would mean the benchmark calls the API wrongly (or the API broke).
     assert "non-2xx answers: 0" in out, out
