@@ -8,6 +8,10 @@ hold-snapshots: a background snapshot, once it has written its checkpoint (insid
 that holds the mission's row lock, before the commit), says so on stdout and waits there, so the
 test can SIGKILL the worker at exactly that point.
 
+hold-purge: a purge batch, once it has deleted its missions' state (inside the batch's transaction,
+before the blobs are released and the batch commits), says so on stdout and waits there, so the test
+can SIGKILL the process in the middle of the batch.
+
 record-sleeps: every time.sleep() in the process is reported on stderr with its duration and the
 module that asked for it, before it sleeps. A publish that backs off on a broker that is down
 sleeps (kombu's retry intervals); one that fails fast never does, however loaded the machine is.
@@ -20,6 +24,7 @@ import time
 
 SNAPSHOT_HELD = "process_probes: background checkpoint written; commit held"
 SLEPT = "process_probes: sleep"
+PURGE_HELD = "process_probes: purge batch deleted its state; commit held"
 HOLD_AT_MOST = 300  # seconds; the test kills the worker long before, this only bounds a leak
 
 
@@ -47,6 +52,28 @@ def hold_snapshots() -> None:
     worker_process_init.connect(install, weak=False)
 
 
+def hold_purge() -> None:
+    # A management command sets Django up itself; the probe wraps the purge once it has.
+    import django
+
+    setup = django.setup
+
+    def setup_and_install(*args, **kwargs):
+        setup(*args, **kwargs)
+        from quests.retention.services import purge
+
+        release = purge.release_blobs
+
+        def hold_then_release(candidates):
+            print(PURGE_HELD, file=sys.__stdout__, flush=True)
+            threading.Event().wait(HOLD_AT_MOST)
+            return release(candidates)
+
+        purge.release_blobs = hold_then_release
+
+    django.setup = setup_and_install
+
+
 def record_sleeps() -> None:
     # Installed before anything else is imported, so that `from time import sleep` (kombu) binds it too.
     real_sleep = time.sleep
@@ -59,7 +86,7 @@ def record_sleeps() -> None:
     time.sleep = sleep
 
 
-PROBES = {"hold-snapshots": hold_snapshots, "record-sleeps": record_sleeps}
+PROBES = {"hold-snapshots": hold_snapshots, "hold-purge": hold_purge, "record-sleeps": record_sleeps}
 
 
 def main(argv: list[str]) -> None:
