@@ -27,14 +27,15 @@ def api_request_count(token_hash: str, *, receipt: bool) -> None:
     # The token's hash, not its id: ids repeat across databases sharing one cache (test workers,
     # a staging copy), the hash of a random secret does not.
     key = f"questlog:api-rate:{token_hash}:{window}"
-    # add() then incr(): both atomic in Redis, so concurrent workers never lose a count. The key
-    # outlives its window a little so a late incr() never finds it gone.
-    cache.add(key, 0, timeout=WINDOW_SECONDS + 5)
     try:
+        # incr() first: the window's key exists for all but its first request, so the common case
+        # costs one cache call (two Redis round trips) and add() is only paid once a window.
         count = cache.incr(key)
-    except ValueError:  # expired between add() and incr(): this request opens the count again
-        cache.add(key, 1, timeout=WINDOW_SECONDS + 5)
-        count = 1
+    except ValueError:
+        # The first request of the window. add() is atomic: of two first requests at once, the one
+        # that loses it counts itself on the key the other made. The key outlives its window a
+        # little so that a late request of the window never opens it again.
+        count = 1 if cache.add(key, 1, timeout=WINDOW_SECONDS + 5) else cache.incr(key)
     if count > rate and not receipt:
         retry_after = max(1, math.ceil((window + 1) * WINDOW_SECONDS - now))
         raise RateLimited(retry_after)
