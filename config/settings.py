@@ -44,6 +44,7 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "django_htmx",
+    "axes",
     "checkpoints",
     "quests",
 ]
@@ -59,6 +60,7 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    "axes.middleware.AxesMiddleware",  # last, as axes asks: it turns a lockout into our login page
 ]
 
 ROOT_URLCONF = "config.urls"
@@ -189,3 +191,38 @@ LOGGING = {
     "root": {"handlers": ["console"], "level": os.environ.get("QUESTLOG_LOG_LEVEL", "INFO")},
     "loggers": {"django.db.backends": {"level": "INFO"}},
 }
+
+# Throttling (README: "Throttling"). Failed logins are counted by django-axes in the database, per
+# account and per address separately; reaching the limit on either pauses logging in for the
+# cool-off, which ends by itself and starts again with each failure during it.
+AXES_ENABLED = env_bool("AXES_ENABLED", True)
+AXES_FAILURE_LIMIT = env_int("AXES_FAILURE_LIMIT", 5)
+# At least a minute: a zero cool-off would make axes lock out for good.
+AXES_COOLOFF_TIME = timedelta(minutes=max(1, env_int("AXES_COOLOFF_MINUTES", 15)))
+AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]
+# The count starts over once a cool-off has passed since the last failure. A successful login
+# does not clear it (AXES_RESET_ON_SUCCESS): it would clear its address's count too, so one valid
+# account would let a guesser go on from the same address.
+AXES_LOCKOUT_CALLABLE = "quests.web.login.lockout_response"
+AXES_CLIENT_IP_CALLABLE = "quests.web.login.client_address"
+QUESTLOG_PROXY_COUNT = env_int("QUESTLOG_PROXY_COUNT", 0)
+AUTHENTICATION_BACKENDS = [
+    "quests.web.login.LoginThrottleBackend",  # first: a locked-out login never reaches the password check
+    "django.contrib.auth.backends.ModelBackend",
+]
+
+# API requests per minute per agent token (0: no limit), counted in the cache below.
+QUESTLOG_API_RATE = env_int("QUESTLOG_API_RATE", 6000)
+
+# The cache holds the API's rate counts: Redis (shared by every web process) when the broker is
+# Redis, else this process's memory, which needs no server (the embedded default).
+if CELERY_BROKER_URL.startswith(("redis://", "rediss://")):
+    CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": CELERY_BROKER_URL,
+            "KEY_PREFIX": "questlog-cache",
+        }
+    }
+else:
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}

@@ -1,12 +1,22 @@
+import sys
+
 from django.contrib import admin
-from django.http import JsonResponse
+from django.contrib.auth.views import LoginView
+from django.db.utils import InterfaceError, OperationalError
+from django.http import HttpResponse, JsonResponse
+from django.template import loader
 from django.urls import include, path
 from django.views.defaults import page_not_found, server_error
 
-from quests.api import api
+from quests.api import DATABASE_RETRY_AFTER, api, database_unavailable_response
+from quests.web.login import AdminLoginForm, LoginForm
+
+admin.site.login_form = AdminLoginForm
 
 urlpatterns = [
     path("admin/", admin.site.urls),
+    # Before Django's own auth URLs: the same view, with a form that explains a lockout.
+    path("accounts/login/", LoginView.as_view(authentication_form=LoginForm), name="login"),
     path("accounts/", include("django.contrib.auth.urls")),
     path("api/v1/", api.urls),
     path("", include("quests.retention.urls")),
@@ -25,6 +35,15 @@ def handler404(request, exception=None):
 
 
 def handler500(request):
+    # Django calls this inside its `except` block, so the exception is still at hand. A database
+    # that cannot be reached (on connect, or lost mid-request) is an outage to wait out, not a bug:
+    # 503 with Retry-After, and a page that needs no database to render.
+    if isinstance(sys.exc_info()[1], (OperationalError, InterfaceError)):
+        if request.path.startswith("/api/"):
+            return database_unavailable_response()
+        response = HttpResponse(loader.get_template("503.html").render(), status=503)
+        response["Retry-After"] = str(DATABASE_RETRY_AFTER)
+        return response
     if request.path.startswith("/api/"):
         return _api_error(request, 500, "server_error", "Something went wrong on our side; nothing was half-written.")
     return server_error(request)

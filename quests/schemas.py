@@ -316,7 +316,8 @@ class ErrorDetailOut(Schema):
 
 class ErrorBodyOut(Schema):
     """`field` names the offending input when there is one; a conflict adds what it is about
-    (the current `status`, a run's `stop_reason`, a body `limit`, validation `details`)."""
+    (the current `status`, a run's `stop_reason`, a body `limit`, validation `details`, the
+    seconds to wait in `retry_after` on 429 and 503)."""
 
     model_config = ConfigDict(extra="allow")
 
@@ -324,6 +325,7 @@ class ErrorBodyOut(Schema):
     message: str
     field: str | None = None
     details: list[ErrorDetailOut] | None = None
+    retry_after: int | None = None
 
 
 class ErrorOut(Schema):

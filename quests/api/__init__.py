@@ -5,6 +5,7 @@ import json
 import math
 from typing import Any
 
+from django.db.utils import InterfaceError, OperationalError
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from ninja import NinjaAPI
 from ninja.errors import AuthenticationError, HttpError, ValidationError
@@ -121,6 +122,17 @@ api = QuestlogAPI(
 )
 
 
+# How long a client should wait before retrying while the database is unreachable: long enough
+# not to hammer a restarting server, short enough that agents resume soon after it is back.
+DATABASE_RETRY_AFTER = 5
+
+
+def database_unavailable_response() -> JsonResponse:
+    response = error_response(503, "unavailable", "The database is unreachable; nothing was written. Try again shortly.", retry_after=DATABASE_RETRY_AFTER)
+    response["Retry-After"] = str(DATABASE_RETRY_AFTER)
+    return response
+
+
 def error_response(http_status: int, code: str, message: str, /, **extra) -> JsonResponse:
     # Positional-only: a conflict's own extra fields (its current `status`, say) must not collide.
     return JsonResponse({"error": {"code": code, "message": message, **extra}}, status=http_status)
@@ -128,7 +140,17 @@ def error_response(http_status: int, code: str, message: str, /, **extra) -> Jso
 
 @api.exception_handler(ServiceError)
 def on_service_error(request: HttpRequest, exc: ServiceError) -> HttpResponse:
-    return error_response(exc.status, exc.code, exc.message, **exc.extra)
+    response = error_response(exc.status, exc.code, exc.message, **exc.extra)
+    if "retry_after" in exc.extra:
+        response["Retry-After"] = str(exc.extra["retry_after"])
+    return response
+
+
+@api.exception_handler(OperationalError)
+@api.exception_handler(InterfaceError)
+def on_database_unavailable(request: HttpRequest, exc: Exception) -> HttpResponse:
+    # The same answer as config.urls.handler500 gives a database error raised outside ninja.
+    return database_unavailable_response()
 
 
 @api.exception_handler(ValidationError)

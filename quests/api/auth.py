@@ -1,9 +1,15 @@
+import re
+
 from django.http import HttpRequest
 from ninja.errors import AuthenticationError
 from ninja.security import HttpBearer, SessionAuth
 
+from quests.services import throttle
 from quests.services.audit import Actor
 from quests.services.tokens import token_authenticate
+
+# An operation's receipts: counted against the token's rate but never refused (see throttle).
+_RECEIPT_PATH = re.compile(r"^/api/v1/operations/[^/]+/(complete|fail|observe)/?$")
 
 
 class AgentTokenAuth(HttpBearer):
@@ -24,6 +30,10 @@ class AgentTokenAuth(HttpBearer):
         agent_token = token_authenticate(token)
         if agent_token is None:
             return None
+        # Counted once the token is known to be valid, so that made-up tokens fill no cache keys.
+        # A person's session is not limited: a person clicks, and a session cannot be minted
+        # without a password that the login throttle guards; an agent loops.
+        throttle.api_request_count(agent_token.token_hash, receipt=bool(_RECEIPT_PATH.match(request.path)))
         request.actor = Actor(user=agent_token.user, token=agent_token)
         return agent_token
 

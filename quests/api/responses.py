@@ -13,9 +13,14 @@ ACT = (401, 403, 413)
 BODY = (400, 413, 422)
 
 
+# Any request may be refused for rate (429, an agent token past QUESTLOG_API_RATE) or meet the
+# database down (503); both carry Retry-After.
+EVERYWHERE = (429, 503)
+
+
 def answers(ok: dict[int, Any] | Any, *errors: int) -> dict[int, Any]:
     success = ok if isinstance(ok, dict) else {200: ok}
-    return {**success, **{status: ErrorOut for status in sorted(set(errors))}}
+    return {**success, **{status: ErrorOut for status in sorted({*errors, *EVERYWHERE})}}
 
 
 def created_or_replayed(schema: Any) -> dict[int, Any]:

@@ -51,3 +51,13 @@ def run_ended(stop_reason: str | None) -> Conflict:
         code="run_ended",
         stop_reason=stop_reason,
     )
+
+
+class RateLimited(ServiceError):
+    """429: the token sent more requests this minute than QUESTLOG_API_RATE allows."""
+
+    status = 429
+    code = "rate_limited"
+
+    def __init__(self, retry_after: int) -> None:
+        super().__init__(f"Too many requests for this token; try again in {retry_after} s.", retry_after=retry_after)

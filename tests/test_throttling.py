@@ -1,0 +1,160 @@
+"""Throttling: failed logins locked out per account and per address by django-axes (a form error
+that says when to try again, and a lockout that ends by itself); API requests limited per agent
+token (429, a JSON error body, Retry-After), counted in the cache, receipts never refused."""
+
+from datetime import timedelta
+from types import SimpleNamespace
+
+import pytest
+from axes.models import AccessAttempt
+from django.db import connection
+from django.test import Client
+from django.test.utils import CaptureQueriesContext
+
+from quests.services import throttle
+from quests.services.tokens import token_create
+from tests.conftest import ApiClient
+
+pytestmark = pytest.mark.django_db
+
+LIMIT = 3
+
+
+@pytest.fixture(autouse=True)
+def _login_limit(settings):
+    settings.AXES_FAILURE_LIMIT = LIMIT
+    settings.AXES_COOLOFF_TIME = timedelta(minutes=15)
+
+
+def log_in(username: str, password: str, address: str):
+    return Client(REMOTE_ADDR=address).post("/accounts/login/", {"username": username, "password": password})
+
+
+def assert_locked_out(response) -> None:
+    body = response.content.decode()
+    assert response.status_code == 429
+    # The login page with a form error, not an error page.
+    assert 'role="alert"' in body and 'id="id_username"' in body
+    assert "Too many failed logins" in body and "try again in 15 minutes (after" in body
+
+
+def test_failed_logins_lock_out_the_account_from_any_address(alice, bob):
+    for attempt in range(LIMIT - 1):
+        response = log_in("alice", "wrong", f"10.0.0.{attempt}")
+        assert response.status_code == 200 and "Too many" not in response.content.decode()
+    assert_locked_out(log_in("alice", "wrong", "10.0.0.9"))
+    # Locked out even with the right password, from yet another address.
+    assert_locked_out(log_in("alice", "alice-password", "10.0.1.1"))
+    # Another account is not.
+    assert log_in("bob", "bob-password", "10.0.1.2").status_code == 302
+
+
+def test_failed_logins_from_one_address_lock_out_the_address(alice, bob):
+    for name in ("nobody", "alice", "carol")[: LIMIT - 1]:
+        assert log_in(name, "wrong", "10.0.0.7").status_code == 200
+    assert_locked_out(log_in("dave", "wrong", "10.0.0.7"))
+    assert_locked_out(log_in("bob", "bob-password", "10.0.0.7"))
+    assert log_in("bob", "bob-password", "10.0.0.8").status_code == 302
+
+
+def test_the_lockout_ends_by_itself(alice, settings):
+    for attempt in range(LIMIT):
+        log_in("alice", "wrong", "10.0.0.1")
+    assert_locked_out(log_in("alice", "alice-password", "10.0.0.1"))
+    # As if the cool-off had passed since the last failure.
+    for row in AccessAttempt.objects.all():
+        AccessAttempt.objects.filter(pk=row.pk).update(attempt_time=row.attempt_time - settings.AXES_COOLOFF_TIME - timedelta(seconds=1))
+    assert log_in("alice", "alice-password", "10.0.0.1").status_code == 302
+
+
+def test_behind_a_proxy_the_address_is_the_one_the_proxy_saw(alice, bob, settings):
+    settings.QUESTLOG_PROXY_COUNT = 1
+    proxy = "192.0.2.1"
+    for attempt in range(LIMIT):
+        # The client's own claim (the left entry) changes every time; the proxy's entry does not.
+        Client(REMOTE_ADDR=proxy).post(
+            "/accounts/login/", {"username": f"guess{attempt}", "password": "x"}, HTTP_X_FORWARDED_FOR=f"1.1.1.{attempt}, 10.9.9.9"
+        )
+    response = Client(REMOTE_ADDR=proxy).post("/accounts/login/", {"username": "bob", "password": "bob-password"}, HTTP_X_FORWARDED_FOR="10.9.9.9")
+    assert_locked_out(response)
+    # Another person behind the same proxy is not locked out.
+    response = Client(REMOTE_ADDR=proxy).post("/accounts/login/", {"username": "bob", "password": "bob-password"}, HTTP_X_FORWARDED_FOR="10.8.8.8")
+    assert response.status_code == 302
+
+
+# --- the API's rate per token ---
+
+RATE = 3
+# A fixed moment 45 s into a one-minute window: the window cannot roll over in the middle of a test.
+NOW = 60 * 30_000_000 + 45.0
+
+
+@pytest.fixture
+def fixed_clock(monkeypatch):
+    monkeypatch.setattr(throttle, "time", SimpleNamespace(time=lambda: NOW))
+
+
+@pytest.fixture
+def rate(settings, fixed_clock):
+    settings.QUESTLOG_API_RATE = RATE
+    return RATE
+
+
+def test_past_the_rate_a_token_gets_429_with_retry_after(agent, alice, rate):
+    for _ in range(rate):
+        assert agent.get("missions").status_code == 200
+    response = agent.get("missions")
+    assert response.status_code == 429
+    assert response["Retry-After"] == "15"
+    error = response.json()["error"]
+    assert error["code"] == "rate_limited" and error["retry_after"] == 15 and "try again in 15 s" in error["message"]
+    # Another token of the same person has its own count.
+    _, raw = token_create(user=alice, name="second")
+    assert ApiClient(Client(), raw).get("missions").status_code == 200
+
+
+def test_the_next_window_lets_the_token_in_again(agent, settings, monkeypatch):
+    settings.QUESTLOG_API_RATE = 1
+    monkeypatch.setattr(throttle, "time", SimpleNamespace(time=lambda: NOW))
+    assert agent.get("missions").status_code == 200
+    assert agent.get("missions").status_code == 429
+    monkeypatch.setattr(throttle, "time", SimpleNamespace(time=lambda: NOW + 15))
+    assert agent.get("missions").status_code == 200
+
+
+def test_receipts_are_counted_but_never_refused(agent, run, settings, fixed_clock):
+    ops = []
+    for key in ("a", "b"):
+        op = agent.post(f"runs/{run['id']}/operations", {"key": key, "kind": "email", "target": "x@example.com", "request": {}}).json()
+        assert agent.post(f"operations/{op['id']}/attempt").status_code == 200
+        ops.append(op)
+    settings.QUESTLOG_API_RATE = 1
+    agent.get("missions")
+    assert agent.get("missions").status_code == 429
+    assert agent.post(f"operations/{ops[0]['id']}/complete", {"external_id": "m1", "external_status": "sent"}).status_code == 200
+    assert agent.post(f"operations/{ops[0]['id']}/observe", {"external_status": "delivered"}).status_code == 200
+    assert agent.post(f"operations/{ops[1]['id']}/fail", {"error": "SMTP timeout", "retryable": False}).status_code == 200
+    # Receipts are counted: the token stays over its rate.
+    assert agent.post(f"operations/{ops[1]['id']}/attempt").status_code == 429
+
+
+def test_a_rate_of_zero_turns_the_limit_off(agent, settings, fixed_clock):
+    settings.QUESTLOG_API_RATE = 0
+    assert all(agent.get("missions").status_code == 200 for _ in range(20))
+
+
+def test_a_persons_session_is_not_limited(person, rate):
+    assert all(person.get("missions").status_code == 200 for _ in range(rate * 3))
+
+
+def test_counting_costs_no_query(agent, mission, settings, fixed_clock):
+    """The count is in the cache: a request under the limit makes the queries it made unlimited."""
+    path = f"missions/{mission['id']}"
+    agent.get(path)  # warm: the token's last use is recorded at most once a minute
+    settings.QUESTLOG_API_RATE = 0
+    with CaptureQueriesContext(connection) as unlimited:
+        assert agent.get(path).status_code == 200
+    settings.QUESTLOG_API_RATE = 1000
+    with CaptureQueriesContext(connection) as counted:
+        assert agent.get(path).status_code == 200
+    assert len(counted) == len(unlimited)
