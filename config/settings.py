@@ -200,6 +200,8 @@ AXES_FAILURE_LIMIT = env_int("AXES_FAILURE_LIMIT", 5)
 # At least a minute: a zero cool-off would make axes lock out for good.
 AXES_COOLOFF_TIME = timedelta(minutes=max(1, env_int("AXES_COOLOFF_MINUTES", 15)))
 AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]
+# Lockouts are logged; the banner axes prints at every start would land in every command's output.
+AXES_VERBOSE = False
 # The count starts over once a cool-off has passed since the last failure. A successful login
 # does not clear it (AXES_RESET_ON_SUCCESS): it would clear its address's count too, so one valid
 # account would let a guesser go on from the same address.
