@@ -547,6 +547,27 @@ def test_every_caller_gets_the_expected_answer_on_every_route():
     assert owner_changes > 40  # the fingerprint does see changes: the owner's own writes show in it
 
 
+def test_authentication_comes_before_validation_on_every_api_operation():
+    """With a body that is not even JSON, no caller without valid credentials learns anything
+    about it: 401, never a 400 or 422. (With valid credentials, a body is validated before its
+    objects are looked up: a bad body from another user is a 4xx about the body, never a 5xx and
+    never the object.)"""
+    world = build_world()
+    wrong = []
+    for method, route in api_operations():
+        url = api_url(route, world.ids)
+        for caller in ("anonymous", "revoked_token"):
+            extra = world.headers.get(caller, {})
+            client = world.clients[caller]
+            if method == "GET":
+                response = client.get(url, {"limit": "not a number"}, **extra)
+            else:
+                response = client.generic(method, url, "{not json", content_type="application/json", **extra)
+            if response.status_code != 401:
+                wrong.append(f"{method} {route} by {caller}: {response.status_code}")
+    assert not wrong, wrong
+
+
 def test_the_classes_say_what_the_issue_asks():
     """Agent tokens never reach people-only actions; other users' objects are 404."""
     for (method, route), expected in EXPECTED.items():
