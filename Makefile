@@ -60,7 +60,7 @@ demo: install
 	$(PY) manage.py demo_agent $(DEMO_ARGS)
 
 worker: install
-	$(VENV)/bin/celery -A config worker -Q snapshots,maintenance,celery --loglevel=info
+	$(VENV)/bin/celery -A config worker --loglevel=info
 
 beat: install
 	$(VENV)/bin/celery -A config beat --loglevel=info

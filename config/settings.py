@@ -7,6 +7,8 @@ import os
 from datetime import timedelta
 from pathlib import Path
 
+from kombu import Exchange, Queue
+
 from config.database import default_database
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -162,8 +164,13 @@ CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 # Two queues, so that workers can be given to each: snapshots are many and short, maintenance
-# (sweeps, expiry, pruning) is periodic and may be long.
+# (sweeps, expiry, pruning) is periodic and may be long. Both are declared: a worker started
+# without -Q consumes the declared queues, and with only the default one declared a plain
+# `celery -A config worker` silently never took a snapshot. `-Q` still selects among them.
 CELERY_TASK_DEFAULT_QUEUE = "maintenance"
+# Each with its own exchange and routing key: a bare Queue(name) would be bound to the default
+# exchange with the default key, and a snapshot would then be delivered to both queues.
+CELERY_TASK_QUEUES = tuple(Queue(name, Exchange(name), routing_key=name) for name in ("snapshots", "maintenance"))
 CELERY_TASK_ROUTES = {
     "quests.tasks.snapshot_take_task": {"queue": "snapshots"},
     "quests.tasks.*": {"queue": "maintenance"},

@@ -3,6 +3,7 @@ database: end to end, a worker killed in the middle of a snapshot, and a broker 
 while an agent works. Every process a test starts is stopped by that test, by its pid."""
 
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -98,8 +99,12 @@ def probed(probe: str, *command: str) -> list[str]:
 
 
 class Worker(Process):
-    def __init__(self, tmp_path: Path, name: str, *, beat: bool = False, hold_snapshots: bool = False, **env: str) -> None:
-        celery = ["-m", "celery", "-A", "config", "worker", "-Q", "snapshots,maintenance"]
+    def __init__(
+        self, tmp_path: Path, name: str, *, beat: bool = False, hold_snapshots: bool = False,
+        queues: str | None = "snapshots,maintenance", **env: str,
+    ) -> None:
+        # queues=None: no -Q at all, as an operator following Celery's own docs starts a worker.
+        celery = ["-m", "celery", "-A", "config", "worker", *(["-Q", queues] if queues else [])]
         cmd = [
             *(probed("hold-snapshots", *celery) if hold_snapshots else [sys.executable, *celery]),
             # solo: the task runs in the worker process itself, so SIGKILL really kills it mid-task.
@@ -192,6 +197,23 @@ def test_a_worker_snapshots_agent_activity_and_repeated_identical_activity_adds_
     wait_for(lambda: open_requests(mission["id"]) == 0, 30, "the repeated activity's requests")
     assert set(repeats.values_list("outcome", flat=True)) == {"unchanged"}
     assert background(mission["id"]) == taken  # ...and nothing new was written
+
+
+def test_a_worker_started_without_queues_consumes_every_routed_queue_and_takes_the_snapshot(agent, mission, run, tmp_path, processes):
+    worker = Worker(tmp_path, "plain", queues=None)
+    processes.append(worker)
+    # The worker's banner lists what it consumes: every queue a task is routed to, each bound to
+    # its own exchange and key (so that no message is delivered to two queues).
+    for queue in ("snapshots", "maintenance"):
+        assert re.search(rf"\.> {queue} +exchange={queue}\(direct\) key={queue}\n", worker.output())
+    post(agent, f"runs/{run['id']}/records", {"kind": "decision", "text": "Use Lakeside"})
+
+    def taken() -> bool:
+        head = Mission.objects.get(pk=mission["id"]).head_checkpoint
+        return open_requests(mission["id"]) == 0 and head is not None and head.trigger == "background"
+    wait_for(taken, 30, "the background snapshot from a worker started without -Q")
+    state, _ = checkpoint_documents(Mission.objects.get(pk=mission["id"]).head_checkpoint)
+    assert [d["text"] for d in state["decisions"]] == ["Use Lakeside"]
 
 
 def test_a_worker_killed_mid_snapshot_loses_nothing_and_its_request_completes_exactly_once(agent, mission, run, tmp_path, processes):

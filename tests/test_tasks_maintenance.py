@@ -112,6 +112,17 @@ def test_snapshots_and_maintenance_go_to_separate_queues():
         assert queue(f"quests.tasks.{name}") == "maintenance"
 
 
+def test_every_queue_a_task_is_routed_to_is_declared_so_a_worker_without_q_consumes_it():
+    # A worker without -Q consumes exactly app.amqp.queues; a routed queue missing there never runs.
+    declared = set(app.amqp.queues)
+    for name in sorted(app.tasks):
+        if name.startswith(("quests.", "checkpoints.")):
+            assert app.amqp.router.route({}, name, args=(), kwargs={})["queue"].name in declared, name
+    assert {"snapshots", "maintenance"} <= declared
+    for name, queue in app.amqp.queues.items():
+        assert (queue.exchange.name, queue.routing_key) == (name, name)  # no message reaches two queues
+
+
 def test_every_task_acknowledges_late():
     for name in ("snapshot_take_task", "snapshots_sweep_task", "stalled_runs_sweep_task", "approvals_expire_task", "snapshots_prune_task"):
         assert app.tasks[f"quests.tasks.{name}"].acks_late is True

@@ -22,7 +22,7 @@ class Command(BaseCommand):
         celery = [python, "-m", "celery", "-A", "config"]
         commands = {
             "web": [python, "manage.py", "runserver", addr, "--noreload"],
-            "worker": [*celery, "worker", "-Q", "snapshots,maintenance,celery", "--concurrency", "2", "--loglevel", "info"],
+            "worker": [*celery, "worker", "--concurrency", "2", "--loglevel", "info"],
             "beat": [*celery, "beat", "--loglevel", "info"],
         }
         procs = {name: subprocess.Popen(cmd, env=os.environ.copy()) for name, cmd in commands.items()}

@@ -2,13 +2,15 @@
 
 import json
 
+from django.conf import settings
 from django.core.management.base import BaseCommand
 
 from config.celery import app
 
 from quests.services.snapshots import snapshots_status
 
-QUEUES = ("snapshots", "maintenance")
+# The queues a plain worker consumes (config/settings.py declares them).
+QUEUES = tuple(queue.name for queue in settings.CELERY_TASK_QUEUES)
 
 
 def queue_depths(timeout: float = 2.0) -> dict[str, int] | str:
