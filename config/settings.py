@@ -231,6 +231,8 @@ if CELERY_BROKER_URL.startswith(("redis://", "rediss://")):
             "BACKEND": "django.core.cache.backends.redis.RedisCache",
             "LOCATION": CELERY_BROKER_URL,
             "KEY_PREFIX": "questlog-cache",
+            # Fail fast when Redis is away: the rate limit then lets requests through uncounted.
+            "OPTIONS": {"socket_connect_timeout": 0.5, "socket_timeout": 0.5},
         }
     }
 else:

@@ -14,6 +14,7 @@ from django.test.utils import CaptureQueriesContext
 from quests.services import throttle
 from quests.services.tokens import token_create
 from tests.conftest import ApiClient
+from tests.test_celery_worker import free_port
 
 pytestmark = pytest.mark.django_db
 
@@ -158,3 +159,14 @@ def test_counting_costs_no_query(agent, mission, settings, fixed_clock):
     with CaptureQueriesContext(connection) as counted:
         assert agent.get(path).status_code == 200
     assert len(counted) == len(unlimited)
+
+
+def test_with_the_cache_unreachable_requests_go_through_uncounted(agent, mission, settings):
+    # Redis down: the limit is not worth refusing work for (as a publish to a broker that is down).
+    settings.QUESTLOG_API_RATE = 1
+    settings.CACHES = {"default": {
+        "BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": f"redis://127.0.0.1:{free_port()}/0",
+        "OPTIONS": {"socket_connect_timeout": 0.2, "socket_timeout": 0.2},
+    }}
+    for _ in range(3):
+        assert agent.get(f"missions/{mission['id']}").status_code == 200
