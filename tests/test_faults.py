@@ -113,6 +113,8 @@ def test_redis_stopped_and_restarted_under_load_every_snapshot_request_is_done_o
     assert len(answers) > down_at, "traffic went on while the broker was down"
     missions = list(Mission.objects.filter(owner=alice).values_list("pk", flat=True))
     wait_for(lambda: all(open_requests(m) == 0 for m in missions), 60, "every snapshot request done after the restart")
+    done = SnapshotRequest.objects.filter(mission_id__in=missions, status="done").count()
+    print(f"{len(answers)} answers, all 201, {len(answers) - down_at} of them while Redis was down or restarting; {done} snapshot requests done")
     for mission_id in missions:
         taken = list(SnapshotRequest.objects.filter(mission_id=mission_id, outcome="taken").values_list("checkpoint_id", flat=True))
         snapshots = [c.pk for c in background(mission_id)]
