@@ -11,6 +11,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from django.conf import settings
 from django.test import Client, override_settings
 
 from config.deploy import DEVELOPMENT_SECRET_KEY, HSTS_SECONDS
@@ -207,6 +208,9 @@ def test_api_answers_carry_the_security_headers(alice):
     unauthorised = ApiClient(Client(), "not-a-token").get("missions")
     assert unauthorised.status_code == 401
     assert_security_headers(unauthorised.headers)
+    too_large = ApiClient(Client(), raw).post("missions", raw="x" * (settings.QUESTLOG_MAX_BODY_BYTES + 1))
+    assert too_large.status_code == 413  # answered by the body limit, before the rest of the stack
+    assert_security_headers(too_large.headers)
 
 
 INLINE_CODE = [
