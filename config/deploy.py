@@ -67,5 +67,6 @@ def secret_key(environ: Mapping[str, str]) -> str:
     and no server runs without one)."""
     if refusal := secret_key_refusal(environ):
         raise InsecureSecretKey(refusal)
-    return environ.get("DJANGO_SECRET_KEY", "").strip() or DEVELOPMENT_SECRET_KEY
+    # As given, never trimmed: a deployment's existing sessions stay valid.
+    return environ.get("DJANGO_SECRET_KEY") or DEVELOPMENT_SECRET_KEY
 
