@@ -6,6 +6,7 @@ A benchmark script imports this module first (bench/ is on sys.path when a scrip
 
 import os
 import random
+import secrets
 import statistics
 import string
 import sys
@@ -33,6 +34,8 @@ def setup() -> None:
     os.environ.setdefault("DATABASE_URL", BENCH_DATABASE_URL)
     # DEBUG keeps every query in memory and is not how the service runs in production.
     os.environ.setdefault("DJANGO_DEBUG", "0")
+    # ...which needs a secret key: a throwaway one, as nothing a benchmark signs outlives its run.
+    os.environ.setdefault("DJANGO_SECRET_KEY", secrets.token_urlsafe(50))
     # Snapshot requests may publish to the broker; an in-process broker keeps figures free of
     # network waits and leaves no messages behind for a worker that runs later.
     os.environ.setdefault("CELERY_BROKER_URL", "memory://localhost/")

@@ -5,6 +5,7 @@ Imported after `common.setup()` (the token is made through Django, in the benchm
 
 import logging
 import os
+import secrets
 import socket
 import subprocess
 import sys
@@ -64,6 +65,8 @@ def start_server(database_url: str) -> Server:
     env = {
         **os.environ, "DATABASE_URL": database_url, "DJANGO_DEBUG": "0", "CELERY_BROKER_URL": BROKER_URL,
         "PYTHON": sys.executable, "QUESTLOG_BIND": f"127.0.0.1:{port}", "QUESTLOG_WEB_ACCESS_LOG": "0",
+        # DEBUG off refuses to start without a key; a throwaway one unless the run was given one.
+        "DJANGO_SECRET_KEY": os.environ.get("DJANGO_SECRET_KEY") or secrets.token_urlsafe(50),
     }
     log = Path(tempfile.mkstemp(prefix="questlog-bench-server-", suffix=".log")[1])
     with log.open("wb") as out:

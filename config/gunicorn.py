@@ -8,6 +8,14 @@ give the pool at least as many connections as a worker has threads.
 """
 
 import os
+import sys
+
+from config.deploy import secret_key_refusal
+
+# Refused here, in the arbiter, with one line: a worker that failed to load the settings would
+# only say so in a traceback.
+if refusal := secret_key_refusal(os.environ):
+    sys.exit(refusal)
 
 
 def _int(name: str, default: int) -> int:

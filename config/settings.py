@@ -10,6 +10,7 @@ from pathlib import Path
 from kombu import Exchange, Queue
 
 from config.database import default_database
+from config.deploy import CONTENT_SECURITY_POLICY, HSTS_SECONDS, secret_key
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -29,14 +30,38 @@ def env_int(name: str, default: int) -> int:
 DATA_DIR = Path(os.environ.get("QUESTLOG_DATA_DIR") or BASE_DIR / "var").resolve()
 DATA_DIR.mkdir(parents=True, exist_ok=True)
 
-SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "dev-only-insecure-key-change-me-in-production")
 DEBUG = env_bool("DJANGO_DEBUG", True)
+# With DEBUG off, a missing, empty or development key stops every command and server here.
+SECRET_KEY = secret_key(os.environ)
 ALLOWED_HOSTS = [
     h.strip() for h in os.environ.get("DJANGO_ALLOWED_HOSTS", "localhost,127.0.0.1,[::1]").split(",") if h.strip()
 ]
 CSRF_TRUSTED_ORIGINS = [
     o.strip() for o in os.environ.get("DJANGO_CSRF_TRUSTED_ORIGINS", "").split(",") if o.strip()
 ]
+
+# Behind a proxy that terminates TLS and sets X-Forwarded-Proto (overwriting any the client sent):
+# cookies only over HTTPS, plain HTTP redirected, and browsers told to keep to HTTPS for a year.
+QUESTLOG_HTTPS = env_bool("QUESTLOG_HTTPS", False)
+if QUESTLOG_HTTPS:
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    SECURE_SSL_REDIRECT = True
+    SESSION_COOKIE_SECURE = True
+    CSRF_COOKIE_SECURE = True
+    SECURE_HSTS_SECONDS = HSTS_SECONDS
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = True
+# Asking to be on the browsers' preload list binds the whole domain and its subdomains to HTTPS
+# for months after a change of mind: the domain's owner decides, so it is off unless asked for,
+# and check --deploy's reminder about it (W021) is silenced while it is.
+SECURE_HSTS_PRELOAD = QUESTLOG_HTTPS and env_bool("QUESTLOG_HSTS_PRELOAD", False)
+SILENCED_SYSTEM_CHECKS = [] if SECURE_HSTS_PRELOAD else ["security.W021"]
+# Every page and API answer: no inline script or style (config/deploy.py), no MIME sniffing, the
+# referrer only to this site, never framed (SECURE_CSP's frame-ancestors for browsers that know
+# it, X-Frame-Options for those that do not).
+SECURE_CSP = CONTENT_SECURITY_POLICY
+SECURE_CONTENT_TYPE_NOSNIFF = True
+SECURE_REFERRER_POLICY = "same-origin"
+X_FRAME_OPTIONS = "DENY"
 
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -51,16 +76,19 @@ INSTALLED_APPS = [
     "quests",
 ]
 
+# The security headers' middleware comes first, so that every answer carries them: the body
+# limit's 413 too, which answers before anything else reads the request.
 MIDDLEWARE = [
-    "quests.middleware.ApiBodyLimitMiddleware",
     "django.middleware.security.SecurityMiddleware",
+    "django.middleware.csp.ContentSecurityPolicyMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "quests.middleware.ApiBodyLimitMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
-    "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
     "axes.middleware.AxesMiddleware",  # last, as axes asks: it turns a lockout into our login page
 ]

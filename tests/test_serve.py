@@ -25,6 +25,8 @@ from quests.services.tokens import token_create
 from tests.test_celery_worker import Process, database_url, free_port, wait_for
 
 ROOT = Path(__file__).resolve().parent.parent
+# scripts/serve runs with DEBUG off, which refuses to start without a secret key of its own.
+SERVER_SECRET_KEY = f"test-serve-{uuid.uuid4().hex}{uuid.uuid4().hex}"
 PG = "postgres://u:p@127.0.0.1:5432/questlog"
 SQLITE = "sqlite:////tmp/questlog-test.sqlite3"
 
@@ -136,6 +138,7 @@ class Server:
             "QUESTLOG_BIND": f"127.0.0.1:{self.port}",
             "QUESTLOG_WEB_WORKERS": "1",
             "QUESTLOG_WEB_THREADS": "2",
+            "DJANGO_SECRET_KEY": SERVER_SECRET_KEY,
             **env,
         }
         with open(self.log, "wb") as out:

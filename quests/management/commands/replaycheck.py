@@ -186,6 +186,7 @@ def throwaway_servers(count: int, heartbeat_timeout: int, log):
         "QUESTLOG_HEARTBEAT_TIMEOUT": str(heartbeat_timeout),
         "CELERY_BROKER_URL": "filesystem://",  # nothing of the throwaway reaches a shared broker
         "DJANGO_DEBUG": "false",  # no per-query bookkeeping: the server's time goes to the check
+        "DJANGO_SECRET_KEY": secrets.token_urlsafe(50),  # DEBUG off needs a key; the throwaway's own
         "QUESTLOG_REPLAY_PASSWORD": password,
     }
     servers: list[subprocess.Popen] = []
