@@ -5,7 +5,8 @@ row). Decisions about state (next action, messages, what is allowed) come from t
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.db.models import Count, Exists, Max, OuterRef, Prefetch, QuerySet, Subquery, Sum
+from django.core.paginator import Paginator
+from django.db.models import Count, Exists, Max, OuterRef, Prefetch, Q, QuerySet, Subquery, Sum
 
 from checkpoints.models import Checkpoint, Operation, OperationStatus, Record
 from quests.models import (
@@ -77,9 +78,17 @@ def next_step(mission: Mission, action: str) -> NextStep:
     }.get(action, NextStep("Open quest", page))
 
 
-def board_missions(user, status: str | None = None) -> QuerySet[Mission]:
-    """The user's missions with what the board needs annotated: two queries in all."""
-    qs = visible(Actor(user=user), Mission)
+def board_search(qs: QuerySet[Mission], q: str) -> QuerySet[Mission]:
+    """Missions whose title or objective holds every word of `q` (any case; SQLite and PostgreSQL)."""
+    for word in q.split():
+        qs = qs.filter(Q(title__icontains=word) | Q(objective__icontains=word))
+    return qs
+
+
+def board_missions(user, status: str | None = None, q: str = "") -> QuerySet[Mission]:
+    """The user's missions with what the board needs annotated, newest activity first: two
+    queries for a page of them."""
+    qs = board_search(visible(Actor(user=user), Mission), q)
     if status:
         qs = qs.filter(status=status)
     return qs.annotate(
@@ -93,7 +102,7 @@ def board_missions(user, status: str | None = None) -> QuerySet[Mission]:
             "milestones",
             queryset=Milestone.objects.only("id", "mission_id", "kind", "title", "review_status", "gate", "withdrawn"),
         )
-    ).order_by("-created_at", "-id")
+    ).order_by("-updated_at", "-id")
 
 
 def quest_card(mission: Mission) -> QuestCard:
@@ -111,15 +120,29 @@ def quest_card(mission: Mission) -> QuestCard:
     )
 
 
-def board(user, status: str | None = None) -> dict[str, Any]:
-    cards = [quest_card(m) for m in board_missions(user, status)]
-    counts = dict(visible(Actor(user=user), Mission).values_list("status").annotate(n=Count("id")).order_by())
+BOARD_PAGE_SIZE = 25
+
+
+def board(user, status: str | None = None, q: str = "", page: Any = 1) -> dict[str, Any]:
+    """One page of the board and the exact count per status of what the search matches: the
+    page's cost does not depend on how many quests there are."""
+    counts = dict(board_search(visible(Actor(user=user), Mission), q).values_list("status").annotate(n=Count("id")).order_by())
+    paginator = Paginator(board_missions(user, status, q), BOARD_PAGE_SIZE)
+    # The counts per status already say how many quests the page walks through: no second count.
+    paginator.count = counts.get(status, 0) if status else sum(counts.values())
+    found = paginator.get_page(page)
+    cards = [quest_card(m) for m in found.object_list]
     return {
+        "page": found,
         "cards": cards,
         "status_counts": [(value, label, counts.get(value, 0)) for value, label in MissionStatus.choices],
         "total": sum(counts.values()),
         "any_running": counts.get(MissionStatus.RUNNING, 0) > 0,
     }
+
+
+def has_quests(user) -> bool:
+    return visible(Actor(user=user), Mission).exists()
 
 
 def board_version(user) -> str:

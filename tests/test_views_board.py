@@ -1,7 +1,11 @@
 """The quest board at /: the user's missions as quests."""
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
+from quests.models import Mission
+from quests.selectors import BOARD_PAGE_SIZE
 from quests.services import missions
 from tests.builders import agent_for, fast_password_hashing, new_mission, person, running, waiting_on_approval, waiting_on_gate  # noqa: F401
 
@@ -146,3 +150,44 @@ def test_the_navigation_shows_the_inbox_count_and_staff_only_links(client, alice
     alice.is_staff = True
     alice.save()
     assert 'href="/staff/retention/"' in client.get("/").content.decode()
+
+
+def make_quests(user, count: int, **fields) -> list:
+    return Mission.objects.bulk_create(
+        Mission(owner=user, title=fields.get("title", f"Quest {n}"), objective=fields.get("objective", f"Objective {n}")) for n in range(count)
+    )
+
+
+def test_the_board_shows_a_page_of_quests_with_links_to_the_others(alice_client, alice):
+    make_quests(alice, BOARD_PAGE_SIZE + 5)
+    first = alice_client.get("/")
+    assert first.status_code == 200
+    html = first.content.decode()
+    assert html.count('class="quest card') == BOARD_PAGE_SIZE
+    assert 'rel="next" href="?page=2"' in html and "Page 1 of 2" in html
+    second = alice_client.get("/?page=2").content.decode()
+    assert second.count('class="quest card') == 5 and 'rel="prev" href="?page=1"' in second
+    # A page past the end shows the last one, never an error.
+    assert alice_client.get("/?page=99").status_code == 200
+    assert alice_client.get("/?page=nope").status_code == 200
+
+
+def test_the_search_finds_words_in_title_or_objective_and_counts_stay_exact(alice_client, alice):
+    make_quests(alice, 3, title="Plan the offsite", objective="Book a lodge")
+    make_quests(alice, 2, title="Quarterly report", objective="Numbers for the board")
+    html = alice_client.get("/?q=offsite+lodge").content.decode()
+    assert html.count('class="quest card') == 3
+    assert 'All <span class="n">3</span>' in html
+    assert 'value="offsite lodge"' in html  # the search box keeps the words
+    none = alice_client.get("/?q=nothing-like-this").content.decode()
+    assert "matches “nothing-like-this”" in none and "No quests yet" not in none
+
+
+def test_the_board_costs_the_same_queries_at_any_size(alice_client, alice):
+    make_quests(alice, 3)
+    with CaptureQueriesContext(connection) as small:
+        alice_client.get("/")
+    make_quests(alice, 300)
+    with CaptureQueriesContext(connection) as large:
+        alice_client.get("/")
+    assert len(large.captured_queries) == len(small.captured_queries)

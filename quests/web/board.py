@@ -1,6 +1,8 @@
-"""The board: every quest of this person, filtered by status, polled by htmx."""
+"""The board: this person's quests a page at a time, newest activity first, filtered by status and
+searched by title and objective, polled by htmx."""
 
 from typing import Any
+from urllib.parse import urlencode
 
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
@@ -12,6 +14,7 @@ from quests.models import MissionStatus
 from quests.web.pages import Problem, page, render_page
 
 TEMPLATE = "quests/board.html"
+SEARCH_MAX = 200
 FRAGMENTS = {"quest-list"}
 
 
@@ -20,12 +23,22 @@ def board_context(request: HttpRequest, problem: Problem | None = None) -> dict[
     status = request.GET.get("status") or ""
     if status not in MissionStatus.values:
         status = ""
+    q = " ".join((request.GET.get("q") or "").split())[:SEARCH_MAX]
+    board = selectors.board(request.user, status or None, q, request.GET.get("page") or 1)
+    # The page's own address keeps its filter, search and page (shareable; the back button works).
+    state = {key: value for key, value in (("status", status), ("q", q)) if value}
+    here = {**state, **({"page": board["page"].number} if board["page"].number > 1 else {})}
     return {
-        **selectors.board(request.user, status or None),
+        **board,
         "status": status,
+        "q": q,
+        "query": urlencode(state),
+        # Whether to explain how a first quest starts: not when a search merely found nothing.
+        "any_quest": board["total"] > 0 or (bool(q) and selectors.has_quests(request.user)),
         "version": selectors.board_version(request.user),
         "problem": problem,
-        "page_url": reverse("board") + (f"?status={status}" if status else ""),
+        "page_url": reverse("board") + (f"?{urlencode(here)}" if here else ""),
+        "poll_query": urlencode(here),
         "api_missions_url": request.build_absolute_uri("/api/v1/missions"),
     }
 
