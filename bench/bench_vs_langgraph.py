@@ -35,10 +35,8 @@ Environment: BENCH_DATABASE_URL (default: database questlog_bench_lg on 127.0.0.
 """
 
 import os
-import statistics
 import subprocess
 import sys
-import time
 import uuid
 from collections.abc import Callable
 from urllib.parse import urlsplit, urlunsplit
@@ -55,13 +53,13 @@ common.setup()
 
 import psycopg  # noqa: E402
 from django.db import connection, transaction  # noqa: E402
-from langgraph.checkpoint.base import create_checkpoint, empty_checkpoint  # noqa: E402
 from langgraph.checkpoint.postgres import PostgresSaver  # noqa: E402
 from psycopg import sql  # noqa: E402
 
 from checkpoints import services as storage  # noqa: E402
 from quests.services import bundle, missions, records, runs  # noqa: E402
 from quests.services.audit import Actor  # noqa: E402
+from rounds import GOALS, THREAD_PREFIX, Thread, goal, rounds, show, timed  # noqa: E402
 
 KEYS, KEY_BYTES = 20, 500
 HISTORY_SHORT, HISTORY_LONG = 10, (100 if QUICK else 2_000)
@@ -70,7 +68,6 @@ WARM_UP = 20
 ROUNDS = 2 if QUICK else 6
 SAMPLES = 5 if QUICK else 30  # per path per round
 HTTP_SAMPLES = 10 if QUICK else 60  # per round
-THREAD_PREFIX = "bench-lg-"
 
 
 # ---- the paths: one small function each, so a changed signature is a one-line fix ----------------
@@ -102,43 +99,7 @@ def ql_start(actor, title: str):
     return mission, run
 
 
-class Thread:
-    """A LangGraph thread: checkpoints built as the Pregel loop builds them (create_checkpoint from
-    the previous one, the changed channel's version bumped by the saver's get_next_version)."""
-
-    def __init__(self, saver: PostgresSaver, name: str) -> None:
-        self.saver = saver
-        self.config = {"configurable": {"thread_id": THREAD_PREFIX + name, "checkpoint_ns": ""}}
-        self.checkpoint = empty_checkpoint()
-        self.step = -1
-
-    def put(self, state: dict, changed: str) -> float:
-        """Seconds spent in `put` itself (building the checkpoint is the caller's work in LangGraph too)."""
-        self.step += 1
-        checkpoint = create_checkpoint(self.checkpoint, None, self.step)
-        versions = dict(checkpoint["channel_versions"])
-        new = {k: self.saver.get_next_version(versions.get(k), None) for k in (state if self.step == 0 else [changed])}
-        versions.update(new)
-        checkpoint["channel_values"], checkpoint["channel_versions"] = dict(state), versions
-        metadata = {"source": "loop", "step": self.step, "parents": {}}
-        start = time.perf_counter()
-        self.config = self.saver.put(self.config, checkpoint, metadata, new)
-        took = time.perf_counter() - start
-        self.checkpoint = checkpoint
-        return took
-
-    def get_tuple(self) -> None:
-        latest = {"configurable": {k: v for k, v in self.config["configurable"].items() if k != "checkpoint_id"}}
-        assert self.saver.get_tuple(latest) is not None
-
-
 # ---- measuring -----------------------------------------------------------------------------------
-
-def timed(fn: Callable[[], None]) -> float:
-    start = time.perf_counter()
-    fn()
-    return time.perf_counter() - start
-
 
 def query_count(path: Callable[[], float]) -> int:
     """Statements one call of a path sends (transaction statements included): where time goes."""
@@ -147,34 +108,6 @@ def query_count(path: Callable[[], float]) -> int:
     with CaptureQueriesContext(connection) as captured:
         path()
     return len(captured.captured_queries)
-
-
-def rounds(paths: dict[str, Callable[[], float]], *, count: int, samples: int) -> dict[str, list[float]]:
-    """Each round runs `samples` of every path, starting one path later than the round before."""
-    names = list(paths)
-    took: dict[str, list[float]] = {name: [] for name in names}
-    for r in range(count):
-        for name in names[r % len(names):] + names[: r % len(names)]:
-            took[name] += [paths[name]() for _ in range(samples)]
-    return took
-
-
-def show(label: str, samples: list[float]) -> float:
-    p50 = statistics.median(samples) * 1000
-    common.figure(
-        label, f"p50 {p50:.2f} ms, p95 {common.percentile(samples, 95) * 1000:.2f} ms, "
-        f"{len(samples) / sum(samples):.0f}/s ({len(samples)} samples)"
-    )
-    return p50
-
-
-GOALS: list[tuple[str, str, str, str]] = []
-
-
-def goal(label: str, ratio: float, op: str, target: float) -> None:
-    met = ratio >= target if op == ">=" else ratio <= target
-    verdict = "PASS" if met else "MISS"
-    GOALS.append((label, f"{ratio:.2f}×", f"{'≥' if op == '>=' else '≤'} {target}×".ljust(8), verdict))
 
 
 def checkpoint_paths(saver: PostgresSaver, actor) -> dict[str, float]:
