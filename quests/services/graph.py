@@ -23,6 +23,7 @@ from checkpoints.roundtrip import RoundTrip
 from checkpoints.services import blobs_get, canonical_json, sha256_hex
 from quests.models import GraphThread, Mission, MissionStatus, Run
 from quests.services import approvals, missions, runs, savestate
+from quests.services.locking import named_now
 from quests.services.access import visible
 from quests.services.audit import Actor
 from quests.services.errors import Conflict, InvalidInput, NotFound, ServiceError
@@ -92,7 +93,8 @@ def session_run(actor: Actor, mission: Mission, *, saving: bool = True) -> Run |
     """The run the graph's writes belong to: the mission's active run, or a new one. Saving what
     the graph did up to an interrupt while the mission waits for a person needs none (`saving`):
     a graph invoked again before the decision stops at the same interrupt, asking nothing new."""
-    run = _active_run(mission)
+    # Read again if another request started a run since the lock's join was read.
+    run = named_now(mission, "active_run")
     if run is not None and not run.is_stale():
         return run
     if saving and mission.status in WRITES_WHILE_WAITING:
@@ -100,19 +102,6 @@ def session_run(actor: Actor, mission: Mission, *, saving: bool = True) -> Run |
     # run_start ends a stale run first and refuses a paused, cancelled or waiting mission.
     run, _ = runs.run_start(actor=actor, mission_id=mission.pk, agent=SESSION_AGENT)
     mission.refresh_from_db()
-    mission.active_run = run
-    return run
-
-
-def _active_run(mission: Mission) -> Run | None:
-    """The mission's active run as its locked row names it now: the run read along with the lock
-    is a moment old when another request started one meanwhile (a joined row is not re-read)."""
-    if mission.active_run_id is None:
-        return None
-    cached = Mission._meta.get_field("active_run").get_cached_value(mission, default=None)
-    if cached is not None and cached.pk == mission.active_run_id:
-        return cached
-    run = Run.objects.get(pk=mission.active_run_id)
     mission.active_run = run
     return run
 

@@ -26,10 +26,7 @@ def graph_delete_thread(*, actor: Actor, thread_id: str) -> bool:
     """Delete a thread: its mission is cancelled and its state purged, and the thread id is kept
     as deleted. Deleting a thread that does not exist (or no longer does) changes nothing."""
     with transaction.atomic():
-        try:
-            mission = lock_thread(actor, thread_id, create=False)
-        except ThreadDeleted:
-            return False
+        mission = _existing(actor, thread_id)
         if mission is None:
             return False
         if is_held(mission):
@@ -39,6 +36,15 @@ def graph_delete_thread(*, actor: Actor, thread_id: str) -> bool:
         purge_missions([mission.pk], actor=actor)
         GraphThread.objects.filter(mission=mission).update(deleted_at=timezone.now())
         return True
+
+
+def _existing(actor: Actor, thread_id: str) -> Mission | None:
+    """The live thread's mission, locked; None for a thread that does not exist or was deleted
+    (these whole-thread operations then change nothing, as LangGraph's savers do)."""
+    try:
+        return lock_thread(actor, thread_id, create=False)
+    except ThreadDeleted:
+        return None
 
 
 def _cancel(actor: Actor, mission: Mission) -> None:
@@ -93,10 +99,7 @@ def graph_copy_thread(*, actor: Actor, source_thread_id: str, target_thread_id: 
     thread, whose new mission also gets the source's completed side effects: resuming the copy
     must not repeat an email the source sent. A source that does not exist copies nothing."""
     with transaction.atomic():
-        try:
-            source = lock_thread(actor, source_thread_id, create=False)
-        except ThreadDeleted:
-            return None
+        source = _existing(actor, source_thread_id)
         if source is None:
             return None
         # The copy is a new thread: one that exists (even deleted, even without checkpoints) is refused.

@@ -22,6 +22,22 @@ def lock_mission(mission_id: int) -> Mission:
     return Mission.objects.select_for_update().get(pk=mission_id)
 
 
+def named_now(mission: Mission, field: str) -> Any:
+    """The row the locked mission's `field` (a foreign key) names now. One read along with the lock
+    (select_related) can be a moment old when another writer changed the field meanwhile: the
+    locked row is re-read then, a joined one is not; so a stale join is read again."""
+    pk = getattr(mission, f"{field}_id")
+    if pk is None:
+        return None
+    descriptor = Mission._meta.get_field(field)
+    cached = descriptor.get_cached_value(mission, default=None)
+    if cached is not None and cached.pk == pk:
+        return cached
+    row = descriptor.related_model.objects.get(pk=pk)
+    setattr(mission, field, row)
+    return row
+
+
 def lock_run(
     actor: "Actor",
     run_id: int,

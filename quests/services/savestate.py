@@ -29,6 +29,7 @@ from checkpoints.models import Checkpoint, Operation, Record, RecordKind, Trigge
 from checkpoints.roundtrip import RoundTrip, Selected
 from quests.models import Approval, Constraint, Mission, Milestone, Run
 from quests.schemas import ApprovalOut, MilestoneOut, MissionSummaryOut, OperationOut, dump
+from quests.services.locking import named_now
 
 # The document leaves out when a row was made or last changed: only what the next run needs.
 TIMES = {"created_at", "updated_at", "reviewed_at", "decided_at"}
@@ -270,17 +271,8 @@ def take_checkpoint_if_changed(mission: Mission, *, trigger: str) -> Checkpoint 
 
 
 def head_of(mission: Mission) -> Checkpoint | None:
-    """The mission's head checkpoint as its locked row names it now. A head read along with the
-    lock (select_related) can be a moment old when another writer moved the head meanwhile: the
-    locked row is re-read then, a joined one is not."""
-    if mission.head_checkpoint_id is None:
-        return None
-    cached = Mission._meta.get_field("head_checkpoint").get_cached_value(mission, default=None)
-    if cached is not None and cached.pk == mission.head_checkpoint_id:
-        return cached
-    head = Checkpoint.objects.get(pk=mission.head_checkpoint_id)
-    mission.head_checkpoint = head
-    return head
+    """The mission's head checkpoint as its locked row names it now."""
+    return named_now(mission, "head_checkpoint")
 
 
 def head_parts_annotations() -> dict[str, Subquery]:

@@ -11,6 +11,7 @@ from langgraph.types import interrupt
 from checkpoints.models import Checkpoint, GraphCheckpoint
 from questlog_client import MissionNotStartable
 from questlog_client.errors import ApiError
+from questlog_client.fake_service import FakeService
 from questlog_client.langgraph import QuestlogSaver
 from questlog_client.people import PersonSession
 from quests.models import Approval, GraphThread, Mission
@@ -192,8 +193,6 @@ def test_another_users_thread_of_the_same_id_is_another_mission(saver, live_serv
 
 
 def test_a_node_side_effect_goes_through_the_ledger_once(saver, tmp_path):
-    from questlog_client.fake_service import FakeService
-
     service = FakeService(tmp_path / "service.sqlite3")
     calls = []
 
@@ -235,3 +234,35 @@ def test_a_restore_in_questlog_is_where_the_graph_resumes(saver, person):
     result = graph.invoke(None, config())
     assert "__interrupt__" in result
     assert Approval.objects.filter(mission_id=mission_id, status="pending").count() == 1
+
+
+def test_versions_sort_as_text_and_as_numbers(saver):
+    versions = [None]
+    for _ in range(12):
+        versions.append(saver.get_next_version(versions[-1], None))
+    made = versions[1:]
+    assert made == sorted(made) and len(set(made)) == len(made)
+    assert [int(v.split(".")[0]) for v in made] == list(range(1, 13))
+    assert saver.get_next_version(7, None).startswith(f"{8:032d}.")  # an int version from another saver
+
+
+def test_a_copied_thread_keeps_the_completed_side_effects_so_its_resume_repeats_none(saver, tmp_path):
+    service = FakeService(tmp_path / "service.sqlite3")
+    request = {"to": "team@example.com"}
+
+    def send(state: State) -> State:
+        saver.operation(config(), "invite", "email.send", "team@example.com", request)(service.effect("email.send", "team@example.com", request))
+        return {"plan": "sent"}
+
+    builder = StateGraph(State)
+    builder.add_node("send", send)
+    builder.add_edge(START, "send")
+    builder.add_edge("send", END)
+    builder.compile(checkpointer=saver).invoke({"request": "Invite"}, config())
+    saver.copy_thread("offsite-42", "offsite-copy")
+    assert saver.get_tuple(config("offsite-copy")).checkpoint["id"] == saver.get_tuple(config()).checkpoint["id"]
+    assert saver.mission_id(config("offsite-copy")) != saver.mission_id(config())
+    again = saver.operation(config("offsite-copy"), "invite", "email.send", "team@example.com", request)(
+        service.effect("email.send", "team@example.com", request)
+    )
+    assert again.replayed and sum(service.effects().values()) == 1
