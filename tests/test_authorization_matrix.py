@@ -518,7 +518,11 @@ def test_every_route_has_a_row_and_every_row_a_route():
     assert len(rows) > 100  # the walk found the pages and the API operations
 
 
-def test_every_caller_gets_the_expected_answer_on_every_route():
+def test_every_caller_gets_the_expected_answer_on_every_route(settings):
+    # The walk asks about a thousand questions; on a loaded machine that can outlast the heartbeat
+    # timeout, and a silent run may then be taken over (201 instead of 409). Timing is not what
+    # this test is about: the world's run stays alive for the whole walk.
+    settings.QUESTLOG_HEARTBEAT_TIMEOUT = 3600
     world = build_world()
     alice = world.ids["alice"]
     before = owner_fingerprint(alice)
