@@ -246,6 +246,27 @@ def restore_without_a_checkpoint(world):
     expect(world.page.get_by_role("alert")).to_contain_text("Choose one")
 
 
+def mission_with_the_confirmations_open(world):
+    """The cancel and restore panels htmx swaps into the mission page (under its h1, not a page's)."""
+    built = verified_then_more_work(world.user)
+    signed_in(world, f"/missions/{built.mission.pk}/")
+    world.page.get_by_role("button", name="Restore", exact=True).press("Enter")
+    expect(world.page.get_by_role("button", name="Yes, restore")).to_be_visible()
+    world.page.get_by_role("button", name="Cancel mission", exact=True).press("Enter")
+    expect(world.page.get_by_role("button", name="Yes, cancel mission")).to_be_visible()
+
+
+def tokens_at_phone_width(world):
+    world.page.set_viewport_size(PHONE)
+    token_create(user=world.user, name="laptop agent", mission=new_mission(world.user))
+    signed_in(world, "/tokens/")
+
+
+def inbox_at_phone_width(world):
+    world.page.set_viewport_size(PHONE)
+    inbox_full(world)
+
+
 def delete_confirmation(world):
     mission = new_mission(world.user)
     missions.mission_cancel(actor=person(world.user), mission_id=mission.pk)
@@ -280,13 +301,16 @@ SCANS = [
     Scan("missions/<int:pk>/", mission_with_branches),
     Scan("missions/<int:pk>/", mission_with_a_form_error),
     Scan("missions/<int:pk>/", mission_at_phone_width),
+    Scan("missions/<int:pk>/", mission_with_the_confirmations_open),
     Scan("checkpoints/<int:pk>/", checkpoint_with_a_diff),
     Scan("approvals/", inbox_empty),
     Scan("approvals/", inbox_full),
+    Scan("approvals/", inbox_at_phone_width),
     Scan("memory/", memory_page),
     Scan("tokens/", tokens_empty),
     Scan("tokens/", tokens_with_a_new_token),
     Scan("tokens/", tokens_with_a_form_error),
+    Scan("tokens/", tokens_at_phone_width),
     Scan("accounts/login/", login_page),
     Scan("accounts/login/", login_with_an_error),
     Scan("staff/retention/", staff_retention),
@@ -347,3 +371,12 @@ def test_the_page_has_no_accessibility_violation(world, scan):
         landed = resolve(urlsplit(world.page.url).path).route
         assert landed == scan.route, f"{scan.id} ended on {world.page.url}, not on the route {scan.route!r}"
     assert_no_violations(world.page)
+
+
+@pytest.mark.browser
+@pytest.mark.django_db(transaction=True)
+def test_a_deliberate_violation_is_reported_so_the_scan_would_see_others(page, open_page):
+    open_page("/accounts/login/")
+    page.evaluate("() => document.querySelector('main').append(document.createElement('img'))")
+    results = AXE.run(page)
+    assert [violation["id"] for violation in results.response["violations"]] == ["image-alt"], violations_report(results)
