@@ -237,7 +237,8 @@ document.addEventListener("htmx:beforeSwap", (event) => {
     kept,
     polled: polled && !forced,
     before: region.dataset.announce,
-    focusedId: document.activeElement?.id || null,
+    // After "Show the changes" the notice's button goes away: focus moves to the region.
+    focusedId: forced ? null : document.activeElement?.id || null,
     anchors: polled ? [{ id: region.id }] : anchorsOf(elt, region),
   });
 });
