@@ -43,8 +43,25 @@ function announce(text) {
 
 // ---- Polling only while the tab is seen --------------------------------------------------------
 
+// Regions a person's own request is on its way to: a poll of one would answer with the state
+// before that request and could swap it back in after the answer, so none is asked meanwhile.
+const acting = new Set();
+
 document.addEventListener("htmx:confirm", (event) => {
-  if (document.hidden && isPoll(event.detail.elt)) event.preventDefault();
+  const elt = event.detail.elt;
+  if (isPoll(elt) && (document.hidden || acting.has(elt.id))) event.preventDefault();
+});
+
+document.addEventListener("htmx:beforeRequest", (event) => {
+  const { elt, target } = event.detail;
+  if (isPoll(elt) || !isPoll(target)) return;
+  acting.add(target.id);
+  htmx.trigger(target, "htmx:abort"); // a poll already on its way
+});
+
+document.addEventListener("htmx:afterRequest", (event) => {
+  const { elt, target } = event.detail;
+  if (!isPoll(elt) && target) acting.delete(target.id);
 });
 
 function poll(region) {
