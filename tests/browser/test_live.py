@@ -91,6 +91,22 @@ def test_a_poll_that_would_remove_the_form_being_typed_in_is_held_back_and_annou
     expect(page.locator("#mission-body h1")).to_be_focused()
 
 
+def test_a_poll_announces_a_new_status_or_sentence_and_nothing_else(page, open_page, login, alice):
+    mission, run, milestone, agent = running_with_milestone(alice)
+    login(alice)
+    open_page(f"/missions/{mission.pk}/")
+    mark_body(page)
+    records.checkpoint_create(actor=agent, run_id=run.pk, agent_state={"step": "more"})
+    expect(page.locator("#mission-body")).not_to_have_attribute("data-before", "yes")
+    page.wait_for_timeout(200)  # longer than the live region takes to speak
+    expect(page.locator("#live-announcer")).to_have_text("")
+
+    missions.mission_pause(actor=person(alice), mission_id=mission.pk)  # as if from another tab
+    expect(page.locator("#mission-status")).to_have_text("Paused")
+    expect(page.locator("#live-announcer")).to_have_text("Paused. Paused by you. Resume it when you are ready.")
+    expect(page.locator("body")).to_be_focused()  # a poll moves nobody's focus
+
+
 def test_approving_a_milestone_with_the_keyboard_focuses_it_and_announces_it(page, open_page, login, alice):
     mission, milestone = waiting_on_gate(alice)
     login(alice)
