@@ -132,6 +132,30 @@ def test_deciding_an_approval_moves_focus_to_its_section_and_says_the_decision_w
     expect(page.locator("#live-announcer")).to_have_text("Your decision on “deploy to production” was sent.")
 
 
+def test_a_persons_own_action_keeps_what_they_typed_elsewhere_on_the_page(page, open_page, login, alice):
+    mission, milestone = waiting_on_gate(alice)
+    login(alice)
+    open_page(f"/missions/{mission.pk}/")
+    page.locator("#new-constraint").fill("Keep every receipt")
+    card = page.get_by_role("article", name="Venues shortlisted")
+    card.get_by_label("Correction").fill("Only venues with step-free access")
+    card.get_by_role("button", name="Correct").click()
+    expect(page.locator("#constraints")).to_contain_text("Only venues with step-free access")
+    # The sent form's answer is the server's; the other form keeps what was typed in it.
+    expect(page.locator("#new-constraint")).to_have_value("Keep every receipt")
+
+
+def test_pausing_with_the_keyboard_focuses_the_quest_and_says_its_new_status(page, open_page, login, alice):
+    mission, _ = running(alice)
+    login(alice)
+    open_page(f"/missions/{mission.pk}/")
+    page.get_by_role("button", name="Pause", exact=True).focus()
+    page.keyboard.press("Enter")
+    expect(page.locator("#mission-status")).to_have_text("Paused")
+    expect(page.get_by_role("heading", level=1)).to_be_focused()
+    expect(page.locator("#live-announcer")).to_have_text("Paused. Paused by you. Resume it when you are ready.")
+
+
 def test_a_form_error_focuses_the_field_it_is_about(page, open_page, login, alice):
     mission, _ = running(alice)
     login(alice)
