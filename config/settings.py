@@ -155,6 +155,12 @@ QUESTLOG_STALLED_SWEEP_INTERVAL = env_int("QUESTLOG_STALLED_SWEEP_INTERVAL", 15)
 QUESTLOG_APPROVAL_EXPIRY_INTERVAL = env_int("QUESTLOG_APPROVAL_EXPIRY_INTERVAL", 30)
 QUESTLOG_MAINTENANCE_INTERVAL = env_int("QUESTLOG_MAINTENANCE_INTERVAL", 3600)
 
+# How often (seconds) an open page asks whether what it shows changed. "mission": a running
+# mission (its agent writes every few seconds); "mission_idle": a mission an agent may pick up at
+# any moment (ready, blocked); "board": while a quest runs; "inbox": the navigation's badge on
+# every page. A hidden tab asks nothing (static/js/questlog.js). The browser tests shorten them.
+QUESTLOG_POLL_SECONDS = {"mission": 3, "mission_idle": 15, "board": 4, "inbox": 15}
+
 # Celery: Redis in production; a broker that needs no server (kombu's filesystem transport)
 # as the embedded default so `make run` works on a fresh machine.
 _broker_dir = DATA_DIR / "broker"

@@ -1,6 +1,7 @@
 """Missions in the states people meet, built through the services (as an agent would), for the
 page tests and the browser tests."""
 
+import re
 from dataclasses import dataclass
 
 import pytest
@@ -96,3 +97,11 @@ def verified_then_more_work(user, title: str = "Book the Lisbon trip", *, agent:
     milestone.refresh_from_db()
     mission.refresh_from_db()
     return Verified(mission=mission, verified_checkpoint_id=milestone.checkpoint_id, later_decision_id=decision.pk)
+
+
+def opening_tag(html: str, element_id: str) -> str:
+    """The start tag of the element with this id: where a region says whether it polls (the
+    navigation's inbox badge, on every page, polls too)."""
+    found = re.search(rf'<[a-z]+\b[^>]*\bid="{re.escape(element_id)}"[^>]*>', html)
+    assert found, f"no element with id {element_id!r}"
+    return found.group(0)

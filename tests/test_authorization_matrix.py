@@ -146,6 +146,8 @@ EXPECTED: dict[tuple[str, str], dict[str, int]] = {
     ("POST", ""): own_page(200),  # the board answers a POST like a GET; it changes nothing
     ("GET", "approvals/"): own_page(200),
     ("POST", "approvals/"): own_page(200),  # the inbox answers a POST like a GET; it changes nothing
+    ("GET", "approvals/count/"): own_page(200),  # the navigation's badge, polled by every page
+    ("POST", "approvals/count/"): login_first_405(),
     ("GET", "tokens/"): own_page(200),
     ("POST", "tokens/"): own_page(200),  # a new token is shown once, on the page itself
     ("GET", "memory/"): own_page(200),

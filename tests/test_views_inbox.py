@@ -160,3 +160,47 @@ def test_the_inbox_varies_on_the_htmx_header(alice_client):
 def test_decisions_need_a_post(alice_client, alice):
     mission, approval = waiting_on_approval(alice)
     assert alice_client.get(f"/approvals/{approval.pk}/decide/").status_code == 405
+
+
+# ---- The navigation's badge, polled by every page --------------------------------------------
+
+def badge(client, since: int | None = None):
+    return client.get("/approvals/count/" + ("" if since is None else f"?since={since}"), HTTP_HX_REQUEST="true")
+
+
+def test_the_badge_answers_204_while_the_count_is_the_same_and_the_new_badge_when_it_changes(alice_client, alice):
+    first = badge(alice_client)
+    assert first.status_code == 200
+    html = first.content.decode()
+    assert 'id="inbox-count"' in html and 'data-count="0"' in html and "hx-swap-oob" not in html
+    assert 'hx-get="/approvals/count/?since=0"' in html and 'hx-trigger="every 15s"' in html
+    assert badge(alice_client, since=0).status_code == 204
+    waiting_on_approval(alice)
+    changed = badge(alice_client, since=0)
+    assert changed.status_code == 200
+    html = changed.content.decode()
+    assert 'data-count="1"' in html and "since=1" in html and 'data-announce="Inbox: 1 waiting for you."' in html
+    assert badge(alice_client, since=1).status_code == 204
+    assert badge(alice_client, since="nonsense").status_code == 200
+
+
+def test_the_badge_counts_only_the_persons_own_and_asks_a_constant_number_of_queries(alice_client, alice, bob, django_assert_num_queries):
+    waiting_on_approval(bob, "Bob quest")
+    waiting_on_gate(bob, "Bob gate")
+    assert 'data-count="0"' in badge(alice_client).content.decode()
+    # The session, its user, the pending approvals and the milestones awaiting review: however many.
+    with django_assert_num_queries(4):
+        assert badge(alice_client, since=0).status_code == 204
+    for n in range(3):
+        waiting_on_approval(alice, f"Quest {n}")
+        waiting_on_gate(alice, f"Gate {n}")
+    with django_assert_num_queries(4):
+        assert 'data-count="6"' in badge(alice_client, since=0).content.decode()
+
+
+def test_every_page_of_a_signed_in_person_carries_the_polling_badge(alice_client, client):
+    for path in ("/", "/approvals/", "/tokens/", "/memory/"):
+        html = alice_client.get(path).content.decode()
+        assert 'hx-get="/approvals/count/?since=0"' in html, path
+    client.logout()
+    assert "inbox-count" not in client.get("/accounts/login/").content.decode()

@@ -7,7 +7,8 @@ from checkpoints.models import Checkpoint, Record
 from quests.models import Constraint
 from quests.services import missions, records
 from tests.builders import (  # noqa: F401
-    agent_for, fast_password_hashing, new_mission, person, running, verified_then_more_work, waiting_on_approval, waiting_on_gate,
+    agent_for, fast_password_hashing, new_mission, opening_tag, person, running, verified_then_more_work, waiting_on_approval,
+    waiting_on_gate,
 )
 
 pytestmark = pytest.mark.django_db
@@ -201,18 +202,18 @@ def test_it_polls_while_running_and_answers_204_when_nothing_changed(alice_clien
 
     mission, _ = running(alice)
     body = mission_html(alice_client, mission)
-    assert 'hx-trigger="every 3s"' in body
+    assert 'hx-trigger="every 3s"' in opening_tag(body, "mission-body")
     mission.refresh_from_db()
     poll = alice_client.get(f"/missions/{mission.pk}/?since={mission_version(mission)}", **HTMX)
     assert poll.status_code == 204
     missions.mission_pause(actor=person(alice), mission_id=mission.pk)
     poll = alice_client.get(f"/missions/{mission.pk}/?since={mission_version(mission)}", **HTMX)
-    assert poll.status_code == 200 and 'hx-trigger="every' not in poll.content.decode()
+    assert poll.status_code == 200 and 'hx-trigger="every' not in opening_tag(poll.content.decode(), "mission-body")
 
 
 def test_a_mission_that_is_not_running_does_not_poll(alice_client, alice):
     mission, _ = waiting_on_gate(alice)
-    assert 'hx-trigger="every' not in mission_html(alice_client, mission)
+    assert 'hx-trigger="every' not in opening_tag(mission_html(alice_client, mission), "mission-body")
 
 
 def test_the_timeline_shows_runs_with_stop_reasons_and_checkpoints(alice_client, alice):
@@ -229,3 +230,24 @@ def test_the_page_shows_the_operation_ledger_and_durable_records(alice_client, a
     for text in ("flight-1", "flight.book", "TP1351", "Completed", "1 / 3", "PNR-7QX2", "312 EUR", "Switch to Hotel Miradouro."):
         assert text in body
     assert "Blocked: Hotel site down" in body
+
+
+def test_a_mission_an_agent_may_pick_up_polls_slowly_and_one_only_a_person_moves_does_not(alice_client, alice):
+    from quests.services.machine import MOVES_UNATTENDED
+
+    # Ready and blocked missions change when an agent starts a run; waiting, paused, failed and
+    # finished ones only when a person acts (and the page answering that person swaps itself).
+    assert MOVES_UNATTENDED == {"ready", "running", "blocked"}
+    mission = new_mission(alice)
+    assert mission.status == "ready"
+    tag = opening_tag(mission_html(alice_client, mission), "mission-body")
+    assert 'hx-trigger="every 15s"' in tag and "?since=" in tag
+    missions.mission_pause(actor=person(alice), mission_id=mission.pk)
+    assert "hx-trigger" not in opening_tag(mission_html(alice_client, mission), "mission-body")
+
+
+def test_the_mission_body_says_its_status_and_sentence_for_the_live_region(alice_client, alice):
+    mission, _ = running(alice)
+    missions.mission_pause(actor=person(alice), mission_id=mission.pk)
+    tag = opening_tag(mission_html(alice_client, mission), "mission-body")
+    assert 'data-announce="Paused. Paused by you. Resume it when you are ready."' in tag

@@ -48,6 +48,12 @@ TRANSITIONS: Moves = {
     "restore": (frozenset({S.READY, S.WAITING_FOR_APPROVAL, S.BLOCKED, S.PAUSED, S.FAILED}), frozenset({S.READY})),
 }
 
+# The events no person takes: an agent's run starting, stopping or finishing, and the sweep that
+# interrupts a run whose agent fell silent. A mission in a status they start from can change while
+# nobody looks at it, so its page keeps asking (the other statuses move only when a person acts).
+UNATTENDED_EVENTS = ("start_run", "interrupt", "await_approval", "stop_blocked", "stop_failed", "complete")
+MOVES_UNATTENDED: frozenset[str] = frozenset().union(*(TRANSITIONS[event][0] for event in UNATTENDED_EVENTS))
+
 # A run is `active` until it ends; then its state is the reason it stopped.
 RUN_ACTIVE = "active"
 RUN_TRANSITIONS: Moves = {"end": (frozenset({RUN_ACTIVE}), frozenset(StopReason.values))}

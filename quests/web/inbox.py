@@ -6,10 +6,12 @@ from typing import Any
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.urls import reverse
-from django.views.decorators.http import require_POST
+from django.template.loader import render_to_string
+from django.views.decorators.http import require_GET, require_POST
 from django.views.decorators.vary import vary_on_headers
 
 from quests import selectors
+from quests.context_processors import inbox_badge
 from quests.forms import DecisionForm, ReviewForm
 from quests.models import Approval, Milestone
 from quests.services import approvals
@@ -35,6 +37,16 @@ def inbox_context(request: HttpRequest, problem: Problem | None = None) -> dict[
 @vary_on_headers("HX-Request")
 def inbox(request: HttpRequest) -> HttpResponse:
     return render_page(request, TEMPLATE, inbox_context(request), fragments=FRAGMENTS)
+
+
+@login_required
+@require_GET
+def inbox_count_badge(request: HttpRequest) -> HttpResponse:
+    """The navigation's badge, asked again by every page: 204 while the count is still `since`."""
+    badge = inbox_badge(request.user)
+    if request.GET.get("since") == str(badge["inbox_count"]):
+        return HttpResponse(status=204)
+    return HttpResponse(render_to_string("quests/_inbox_count.html", badge))
 
 
 @login_required

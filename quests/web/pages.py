@@ -19,7 +19,7 @@ from quests.forms import first_error
 from quests.services.access import get_for
 from quests.services.audit import Actor
 from quests.services.errors import NotFound, ServiceError
-from quests.services.inbox import inbox_count
+from quests.context_processors import inbox_badge
 
 M = TypeVar("M", bound=Model)
 ContextBuilder = Callable[..., dict[str, Any]]
@@ -75,7 +75,7 @@ def mission_url(mission_id: int) -> str:
 
 def _with_inbox_count(request: HttpRequest, html: str) -> str:
     # The navigation's inbox count changes with most actions: htmx swaps it out of band.
-    return html + render_to_string("quests/_inbox_count.html", {"inbox_count": inbox_count(request.user), "oob": True})
+    return html + render_to_string("quests/_inbox_count.html", inbox_badge(request.user, oob=True))
 
 
 def render_page(request: HttpRequest, template: str, context: dict[str, Any], *, fragments: set[str] | frozenset[str], status: int = 200) -> HttpResponse:

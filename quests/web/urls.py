@@ -16,6 +16,7 @@ urlpatterns = [
     path("missions/<int:pk>/constraints/<int:cid>/retire/", constraints.constraint_retire, name="constraint-retire"),
     path("checkpoints/<int:pk>/", checkpoints.checkpoint_detail, name="checkpoint"),
     path("approvals/", inbox.inbox, name="inbox"),
+    path("approvals/count/", inbox.inbox_count_badge, name="inbox-count"),
     path("approvals/<int:pk>/decide/", inbox.approval_decide, name="approval-decide"),
     path("milestones/<int:pk>/review/", inbox.milestone_review, name="milestone-review"),
     path("tokens/", tokens.token_list, name="tokens"),
