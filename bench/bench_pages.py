@@ -12,15 +12,16 @@ A MISSED goal is a figure, not a failure: the script fails only on errors.
 
 Both worlds are built by one function, the large one in bulk (bulk_create; the checkpoint ids are
 drawn from the table's sequence first so that parents can be set in the same insert):
-- missions in every status, three planned milestones each (one approved, two waiting for a
-  review), and a pending approval on every other one: a full inbox page in both worlds;
+- missions in every status, one to three planned milestones each; about 30 items waiting for the
+  person in the small world (more than an inbox page; the count is printed), 1,500 in the large
+  one (an approval and two milestones to review on each mission that waits);
 - the history mission: a skeleton written through the services (mission, run, two checkpoints with
   real agent states whose blobs the others share), then runs of the history's hundredth part (three
   checkpoints at least), three restores that start new branches, a verified checkpoint every tenth
   part of the history with its approved milestone, and a pending approval at the head.
 
 Environment: BENCH_DATABASE_URL (default: database questlog_bench_pages on 127.0.0.1), BENCH_QUICK=1
-(the large world is then 200 missions and a history of 300 checkpoints).
+(the large world is then 200 missions, a history of 300 checkpoints and 150 items waiting).
 """
 
 import logging
@@ -45,6 +46,7 @@ from django.utils import timezone  # noqa: E402
 from checkpoints.models import Checkpoint  # noqa: E402
 from quests.models import Approval, Milestone, Mission, MissionStatus, ReviewStatus, Run  # noqa: E402
 from quests.services import missions, records, runs  # noqa: E402
+from quests.services.inbox import inbox_count  # noqa: E402
 from quests.services.audit import Actor  # noqa: E402
 from quests.services.tokens import token_create  # noqa: E402
 from rounds import rounds, timed  # noqa: E402
@@ -52,8 +54,8 @@ from rounds import rounds, timed  # noqa: E402
 # Signing the two people in is not news.
 logging.getLogger("axes").setLevel(logging.WARNING)
 
-SMALL = (10, 10)  # missions, checkpoints of the history mission
-LARGE = (200, 300) if QUICK else (10_000, 10_000)
+SMALL = (10, 10, 30)  # missions, checkpoints of the history mission, items waiting for the person
+LARGE = (200, 300, 150) if QUICK else (10_000, 10_000, 1_500)
 ROUNDS = 2 if QUICK else 6
 SAMPLES = 3 if QUICK else 8  # per path per round
 WARM_UP = 2
@@ -80,30 +82,32 @@ def _reserve_checkpoint_ids(count: int) -> list[int]:
         return [row[0] for row in cursor.fetchall()]
 
 
-def _missions(user, count: int) -> None:
-    """`count` missions in every status, each with three planned milestones (one approved, two
-    waiting for a review) and, on every other one, an approval waiting for the person."""
+def _missions(user, count: int, waiting: int) -> None:
+    """`count` missions in every status, each with three planned milestones. The first `waiting`
+    / 3 of them wait for the person: an approval and two milestones to review each; the others'
+    milestones are approved or not claimed yet."""
     now = timezone.now()
     planned = [{"kind": "research_complete", "title": "Research"}, {"kind": "plan_approved", "title": "Plan"}, {"kind": "custom", "title": "Done"}]
+    asking = -(-waiting // 3)
     made: list[Mission] = []
     for start in range(0, count, BATCH):
         made += Mission.objects.bulk_create(
             Mission(
                 owner=user, title=f"Quest {i}: book the venue for team {i % 97}", objective=f"Find and book a venue for {12 + i % 30} people in May.",
-                status=MissionStatus.WAITING_FOR_APPROVAL if i % 2 == 0 else STATUSES[i % len(STATUSES)], planned_milestones=planned,
+                status=MissionStatus.WAITING_FOR_APPROVAL if i < asking else STATUSES[i % len(STATUSES)], planned_milestones=planned,
             )
             for i in range(start, min(start + BATCH, count))
         )
-    # Activity spread over the past weeks, as a real board's is.
+    # Activity spread over the past weeks, as a real board's is; the ones waiting among the others.
     with connection.cursor() as cursor:
         cursor.execute(
-            "UPDATE quests_mission SET updated_at = %s - (id %% 5000) * interval '7 minutes' WHERE owner_id = %s", [now, user.pk]
+            "UPDATE quests_mission SET updated_at = %s - ((id * 7919) %% 10007) * interval '3 minutes' WHERE owner_id = %s", [now, user.pk]
         )
     Milestone.objects.bulk_create(
         (
             Milestone(mission=m, kind=kind["kind"], title=kind["title"], summary="What was done and why it is enough.",
-                      review_status=ReviewStatus.APPROVED if k == 0 else ReviewStatus.PENDING_REVIEW)
-            for m in made for k, kind in enumerate(planned)
+                      review_status=ReviewStatus.PENDING_REVIEW if i < asking and k > 0 else ReviewStatus.APPROVED)
+            for i, m in enumerate(made) for k, kind in enumerate(planned) if i < asking or k < 1 + i % 3
         ),
         batch_size=BATCH,
     )
@@ -111,7 +115,7 @@ def _missions(user, count: int) -> None:
         (
             Approval(mission=m, action=f"send the booking request for quest {m.pk}", payload={"venue": "Hall A", "people": 12},
                      reason="It commits the budget.")
-            for m in made if m.status == MissionStatus.WAITING_FOR_APPROVAL
+            for m in made[:asking]
         ),
         batch_size=BATCH,
     )
@@ -177,15 +181,16 @@ def _history(user, agent: Actor, size: int) -> tuple[Mission, Checkpoint]:
     return mission, Checkpoint.objects.get(pk=head.pk)
 
 
-def build(name: str, mission_count: int, history_size: int) -> World:
-    with common.phase(f"building the {name} world: {mission_count:,} missions, a history of {history_size:,} checkpoints"):
+def build(name: str, mission_count: int, history_size: int, waiting: int) -> World:
+    with common.phase(f"building the {name} world: {mission_count:,} missions, a history of {history_size:,} checkpoints, {waiting:,} items waiting"):
         user = common.bench_user(name)
         token, _ = token_create(user=user, name="bench")
         with transaction.atomic():
-            _missions(user, mission_count - 1)
+            _missions(user, mission_count - 1, waiting - 1)  # the history mission waits on an approval too
             mission, head = _history(user, Actor(user=user, token=token), history_size)
         with connection.cursor() as cursor:
             cursor.execute("ANALYZE")
+    common.note(f"{name} world: {inbox_count(user):,} items waiting for the person")
     client = Client(SERVER_NAME="localhost")
     client.force_login(user)
     return World(name, client, {
