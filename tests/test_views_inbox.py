@@ -190,12 +190,20 @@ def queries(client, url: str) -> int:
     return len(captured)
 
 
-def test_the_inbox_makes_the_same_queries_with_3_and_60_waiting_items(alice_client, alice):
+def test_the_inbox_makes_the_same_queries_with_3_and_300_waiting_items(alice_client, alice):
     many_waiting(alice, 3)
     three = queries(alice_client, "/approvals/")
-    many_waiting(alice, 57)
+    # The other 297 straight into the tables, on the same missions: the inbox reads rows.
+    missions = list(alice.missions.all())
+    Approval.objects.bulk_create(
+        Approval(mission=missions[i % 3], action=f"bulk {i}", payload={}, reason="Bulk.") for i in range(150)
+    )
+    Milestone.objects.bulk_create(
+        Milestone(mission=missions[i % 3], kind="custom", title=f"bulk {i}", summary="Bulk.") for i in range(147)
+    )
     assert queries(alice_client, "/approvals/") == three
-    assert queries(alice_client, "/approvals/?page=2") == three
+    assert queries(alice_client, "/approvals/?page=12") == three
+    assert "300 waiting" in alice_client.get("/approvals/").content.decode()
 
 
 def test_the_inbox_pages_25_items_oldest_first_with_the_exact_total(alice_client, alice):
