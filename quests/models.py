@@ -193,8 +193,8 @@ class Approval(Lifecycle):
         ordering = ["id"]
         indexes = [
             models.Index(fields=["status", "respond_by"], name="approval_pending_expiry"),
-            # The inbox and its count on every page: the few pending among all ever asked.
-            models.Index(fields=["mission"], condition=models.Q(status="pending"), name="approval_pending_by_mission"),
+            # The inbox, oldest first, and its count on every page: the few pending among all ever asked.
+            models.Index(fields=["created_at"], condition=models.Q(status="pending"), name="approval_pending_oldest"),
         ]
 
     def __str__(self) -> str:
@@ -250,8 +250,8 @@ class Milestone(Lifecycle):
     class Meta:
         ordering = ["id"]
         indexes = [
-            # The inbox and its count on every page: the few awaiting review among all ever claimed.
-            models.Index(fields=["mission"], condition=models.Q(review_status="pending_review", withdrawn=False), name="milestone_awaiting_by_mission"),
+            # The inbox, oldest first, and its count on every page: the few awaiting review among all ever claimed.
+            models.Index(fields=["created_at"], condition=models.Q(review_status="pending_review", withdrawn=False), name="milestone_awaiting_oldest"),
         ]
 
     def __str__(self) -> str:

@@ -1,21 +1,19 @@
 """Read-side helpers for the pages about a person's own things across missions: the inbox and the
 agent tokens. Each page costs the same few queries whatever the number of missions, waiting items
-or tokens: the inbox pages in SQL over one union of what waits, the token form searches missions
-rather than listing them all."""
+or tokens: the inbox slices its page in SQL out of one union of what waits, the token form searches
+missions rather than listing them all."""
 
-import math
 from dataclasses import dataclass
 from typing import Any
 
 from django.core.paginator import Page, Paginator
-from django.db import connection
 from django.db.models import Case, CharField, F, IntegerField, Q, QuerySet, Value, When
 
 from quests.models import AgentToken, Approval, Milestone, Mission, MissionStatus
 from quests.selectors_common import HEAVY_CHECKPOINT_FIELDS, mission_matches
 from quests.services.access import visible
 from quests.services.audit import Actor
-from quests.services.inbox import inbox_approvals, inbox_milestones
+from quests.services.inbox import inbox_approvals, inbox_count, inbox_milestones
 
 INBOX_PAGE_SIZE = 25
 TOKENS_PAGE_SIZE = 25
@@ -50,49 +48,29 @@ def _waiting(user) -> QuerySet:
     return rows(inbox_approvals(user), "approval").union(rows(inbox_milestones(user), "milestone"), all=True)
 
 
-def _waiting_page(user, number: int) -> tuple[list[tuple[str, int]], int]:
-    """One page of (kind, id), oldest first, and the total, in one query: the ORM cannot count over
-    a union in the same statement that slices it, so the union is wrapped by hand."""
-    union_sql, params = _waiting(user).query.sql_with_params()
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"SELECT item_kind, id, COUNT(*) OVER () FROM ({union_sql}) AS waiting ORDER BY created_at, item_kind, id LIMIT %s OFFSET %s",
-            [*params, INBOX_PAGE_SIZE, (number - 1) * INBOX_PAGE_SIZE],
-        )
-        found = cursor.fetchall()
-    return [(kind, pk) for kind, pk, _ in found], (found[0][2] if found else 0)
-
-
-def _page_number(raw: Any) -> int:
-    try:
-        return max(int(raw), 1)
-    except (TypeError, ValueError):
-        return 1
-
-
 def _by_pk(qs: QuerySet, ids: list[int]) -> dict[int, Any]:
     # One query even for no id (Django skips `pk__in=[]`): a page costs the same whatever it holds.
     return {obj.pk: obj for obj in qs.filter(Q(pk__in=ids) if ids else Q(pk=None))}
 
 
 def inbox(user, page: Any = 1) -> InboxPage:
-    """A page of what waits for this person across missions, oldest first: one query for the page
-    and the total, one per kind for the objects."""
-    number = _page_number(page)
-    keys, total = _waiting_page(user, number)
-    if not keys and number > 1:
-        # Past the end (the last item of the last page was just decided, or a stale link): the last page.
-        number = max(math.ceil(_waiting(user).count() / INBOX_PAGE_SIZE), 1)
-        keys, total = _waiting_page(user, number)
-    approval_ids = [pk for kind, pk in keys if kind == "approval"]
-    milestone_ids = [pk for kind, pk in keys if kind == "milestone"]
+    """A page of what waits for this person across missions, oldest first. The total is the
+    navigation's inbox count (the page hands it on, so it is counted once); then one query slices
+    the page out of both kinds in SQL, and one per kind fetches its objects."""
+    total = inbox_count(user)
+    numbers = Paginator(range(total), INBOX_PAGE_SIZE).get_page(page)
+    start = (numbers.number - 1) * INBOX_PAGE_SIZE
+    keys = [(kind, pk) for kind, pk, _ in _waiting(user).order_by("created_at", "id", "item_kind")[start : start + INBOX_PAGE_SIZE]]
     objects = {
-        "approval": _by_pk(inbox_approvals(user).select_related("mission"), approval_ids),
-        "milestone": _by_pk(inbox_milestones(user).select_related("mission", "checkpoint").defer(*HEAVY_CHECKPOINT_FIELDS), milestone_ids),
+        "approval": _by_pk(inbox_approvals(user).select_related("mission"), [pk for kind, pk in keys if kind == "approval"]),
+        "milestone": _by_pk(
+            inbox_milestones(user).select_related("mission", "checkpoint").defer(*HEAVY_CHECKPOINT_FIELDS),
+            [pk for kind, pk in keys if kind == "milestone"],
+        ),
     }
-    # An item decided between the two queries is simply left out of this page.
+    # An item decided between the queries is simply left out of this page.
     items = [InboxItem(kind, objects[kind][pk]) for kind, pk in keys if pk in objects[kind]]
-    return InboxPage(items=items, page=Paginator(range(total), INBOX_PAGE_SIZE).get_page(number), total=total)
+    return InboxPage(items=items, page=numbers, total=total)
 
 
 # ---- tokens ------------------------------------------------------------------------------------

@@ -29,6 +29,8 @@ def inbox_context(request: HttpRequest, problem: Problem | None = None) -> dict[
         "items": waiting.items,
         "page": waiting.page,
         "total": waiting.total,
+        # The navigation shows the same count: handed on, it is not counted a second time.
+        "inbox_count": waiting.total,
         "problem": problem,
         "problem_inline": problem is not None and problem.target in inline,
         # The forms send it as `next`: a decision answers with this same page of the inbox.

@@ -75,9 +75,11 @@ def mission_url(mission_id: int) -> str:
     return reverse("mission", args=[mission_id])
 
 
-def _with_inbox_count(request: HttpRequest, html: str) -> str:
-    # The navigation's inbox count changes with most actions: htmx swaps it out of band.
-    return html + render_to_string("quests/_inbox_count.html", {"inbox_count": inbox_count(request.user), "oob": True})
+def _with_inbox_count(request: HttpRequest, html: str, counted: int | None = None) -> str:
+    # The navigation's inbox count changes with most actions: htmx swaps it out of band (counted
+    # here unless the page counted it already).
+    count = inbox_count(request.user) if counted is None else counted
+    return html + render_to_string("quests/_inbox_count.html", {"inbox_count": count, "oob": True})
 
 
 def render_page(request: HttpRequest, template: str, context: dict[str, Any], *, fragments: set[str] | frozenset[str], status: int = 200) -> HttpResponse:
@@ -85,7 +87,7 @@ def render_page(request: HttpRequest, template: str, context: dict[str, Any], *,
     target = request.htmx.target if request.htmx else None
     if target in fragments:
         html = render_to_string(f"{template}#{target.replace('-', '_')}", context, request)
-        return HttpResponse(_with_inbox_count(request, html), status=status)
+        return HttpResponse(_with_inbox_count(request, html, context.get("inbox_count")), status=status)
     return render(request, template, context, status=status)
 
 
