@@ -51,7 +51,11 @@ class RestoreForm(forms.Form):
 
 class TokenForm(forms.Form):
     name = forms.CharField(max_length=100, error_messages={"required": "Give the token a name, so you know which agent uses it."})
-    mission = forms.ModelChoiceField(queryset=Mission.objects.none(), required=False, empty_label="All my missions")
+    # Checked against `missions` one id at a time: the page offers a searched few, never them all.
+    mission = forms.ModelChoiceField(
+        queryset=Mission.objects.none(), required=False,
+        error_messages={"invalid_choice": "That mission is not one of your open missions. Search again, or choose All my missions."},
+    )
 
     def __init__(self, *args: Any, missions=None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

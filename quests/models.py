@@ -191,7 +191,11 @@ class Approval(Lifecycle):
 
     class Meta:
         ordering = ["id"]
-        indexes = [models.Index(fields=["status", "respond_by"], name="approval_pending_expiry")]
+        indexes = [
+            models.Index(fields=["status", "respond_by"], name="approval_pending_expiry"),
+            # The inbox, oldest first, and its count on every page: the few pending among all ever asked.
+            models.Index(fields=["created_at"], condition=models.Q(status="pending"), name="approval_pending_oldest"),
+        ]
 
     def __str__(self) -> str:
         return self.action
@@ -245,6 +249,10 @@ class Milestone(Lifecycle):
 
     class Meta:
         ordering = ["id"]
+        indexes = [
+            # The inbox, oldest first, and its count on every page: the few awaiting review among all ever claimed.
+            models.Index(fields=["created_at"], condition=models.Q(review_status="pending_review", withdrawn=False), name="milestone_awaiting_oldest"),
+        ]
 
     def __str__(self) -> str:
         return self.title

@@ -6,11 +6,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.core.paginator import Paginator
-from django.db.models import Count, Exists, Max, OuterRef, Prefetch, Q, QuerySet, Subquery, Sum
+from django.db.models import Count, Exists, Max, OuterRef, Prefetch, QuerySet, Subquery, Sum
 
 from checkpoints.models import Checkpoint, Operation, OperationStatus, Record
 from quests.models import (
-    AgentToken,
     Approval,
     ApprovalStatus,
     Constraint,
@@ -24,10 +23,9 @@ from quests.services import machine
 from quests.services.access import visible
 from quests.services.audit import Actor
 from quests.services.bundle import resume_bundle
-from quests.services.inbox import inbox_approvals, inbox_milestones
+from quests.selectors_common import HEAVY_CHECKPOINT_FIELDS, search_missions
+from quests.selectors_people import TOKENS_PAGE_SIZE, InboxItem, inbox, token_mission_choices, token_missions, tokens
 
-# Fields a checkpoint list needs; the state references stay unread until a checkpoint page opens.
-HEAVY_CHECKPOINT_FIELDS = ("checkpoint__state_refs", "checkpoint__agent_state_refs", "checkpoint__compaction_report")
 CHECKPOINT_LIST_FIELDS = ("id", "mission_id", "run_id", "parent_id", "seq", "trigger", "verified", "note", "created_at", "hash", "size_bytes")
 
 
@@ -78,17 +76,10 @@ def next_step(mission: Mission, action: str) -> NextStep:
     }.get(action, NextStep("Open quest", page))
 
 
-def board_search(qs: QuerySet[Mission], q: str) -> QuerySet[Mission]:
-    """Missions whose title or objective holds every word of `q` (any case; SQLite and PostgreSQL)."""
-    for word in q.split():
-        qs = qs.filter(Q(title__icontains=word) | Q(objective__icontains=word))
-    return qs
-
-
 def board_missions(user, status: str | None = None, q: str = "") -> QuerySet[Mission]:
     """The user's missions with what the board needs annotated, newest activity first: two
     queries for a page of them."""
-    qs = board_search(visible(Actor(user=user), Mission), q)
+    qs = search_missions(visible(Actor(user=user), Mission), q)
     if status:
         qs = qs.filter(status=status)
     return qs.annotate(
@@ -126,7 +117,7 @@ BOARD_PAGE_SIZE = 25
 def board(user, status: str | None = None, q: str = "", page: Any = 1) -> dict[str, Any]:
     """One page of the board and the exact count per status of what the search matches: the
     page's cost does not depend on how many quests there are."""
-    counts = dict(board_search(visible(Actor(user=user), Mission), q).values_list("status").annotate(n=Count("id")).order_by())
+    counts = dict(search_missions(visible(Actor(user=user), Mission), q).values_list("status").annotate(n=Count("id")).order_by())
     paginator = Paginator(board_missions(user, status, q), BOARD_PAGE_SIZE)
     # The counts per status already say how many quests the page walks through: no second count.
     paginator.count = counts.get(status, 0) if status else sum(counts.values())
@@ -342,37 +333,8 @@ def mission_page(mission: Mission) -> MissionPage:
     )
 
 
-# ---- inbox and tokens -------------------------------------------------------------------------
-
-@dataclass
-class InboxItem:
-    kind: str  # "approval" or "milestone"
-    obj: Approval | Milestone
-
-    @property
-    def created_at(self):
-        return self.obj.created_at
-
-
-def inbox(user) -> list[InboxItem]:
-    """Everything waiting for this person across missions, oldest first (two queries)."""
-    approvals = [InboxItem("approval", a) for a in inbox_approvals(user).select_related("mission")]
-    milestones = [
-        InboxItem("milestone", m)
-        for m in inbox_milestones(user).select_related("mission", "checkpoint").defer(*HEAVY_CHECKPOINT_FIELDS)
-    ]
-    return sorted([*approvals, *milestones], key=lambda item: (item.created_at, item.kind, item.obj.pk))
-
-
-def tokens(user) -> list[AgentToken]:
-    return list(AgentToken.objects.filter(user=user).select_related("mission").order_by("revoked_at", "name", "-created_at"))
-
-
-def token_missions(user) -> QuerySet[Mission]:
-    return visible(Actor(user=user), Mission).exclude(status__in=[MissionStatus.CANCELLED, MissionStatus.COMPLETED]).only("id", "title")
-
-
 __all__ = [
     "board", "board_missions", "board_version", "checkpoint_tree", "inbox", "mission_page", "mission_version",
-    "next_step", "quest_card", "timeline", "token_missions", "tokens",
+    "next_step", "quest_card", "timeline", "token_mission_choices", "token_missions", "tokens",
+    "InboxItem", "TOKENS_PAGE_SIZE",
 ]

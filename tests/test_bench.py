@@ -58,3 +58,13 @@ def test_load_prints_rates_latencies_and_no_failures(bench_env):
         assert figure in out, figure
     # A non-2xx answer would mean the benchmark calls the API wrongly (or the API broke).
     assert "non-2xx answers: 0" in out, out
+
+
+def test_bench_pages_prints_every_page_and_goal(bench_env):
+    out = run("bench_pages.py", bench_env)
+    for page in ("/", "/approvals/", "mission page", "checkpoint page"):
+        for figure in ("time", "HTML", "queries"):
+            assert f"\n{page} {figure} " in out, (page, figure)
+    table = out.split("Pages: 10 missions and 10 checkpoints")[1]
+    assert table.count("MET") + table.count("MISSED") == 12, table
+    assert "goals met" in table

@@ -1,12 +1,16 @@
 """The approval inbox /approvals/ and the decisions made from it or from the mission page."""
 
 import json
+import re
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from quests.models import Approval, Constraint, Milestone
+from quests.selectors_people import INBOX_PAGE_SIZE
 from quests.services import approvals
-from tests.builders import fast_password_hashing, person, waiting_on_approval, waiting_on_gate  # noqa: F401
+from tests.builders import agent_for, fast_password_hashing, person, waiting_on_approval, waiting_on_gate  # noqa: F401
 
 pytestmark = pytest.mark.django_db
 
@@ -204,3 +208,87 @@ def test_every_page_of_a_signed_in_person_carries_the_polling_badge(alice_client
         assert 'hx-get="/approvals/count/?since=0"' in html, path
     client.logout()
     assert "inbox-count" not in client.get("/accounts/login/").content.decode()
+
+
+# ---- paging: 25 items a page, the cost of a page the same whatever waits -------------------------
+
+def many_waiting(user, count: int) -> list[tuple[str, int]]:
+    """`count` waiting items, approvals and gate milestones in turn, in the order they were asked."""
+    agent = agent_for(user)
+    made = []
+    for i in range(count):
+        if i % 2 == 0:
+            made.append(("approval", waiting_on_approval(user, f"Quest {i:03d}", action=f"action {i:03d}", agent=agent)[1].pk))
+        else:
+            made.append(("milestone", waiting_on_gate(user, f"Quest {i:03d}", agent=agent)[1].pk))
+    return made
+
+
+def shown(body: str) -> list[tuple[str, int]]:
+    return [(kind, int(pk)) for kind, pk in re.findall(r'<article class="item (approval|milestone)[^"]*" id="\w+-(\d+)"', body)]
+
+
+def queries(client, url: str) -> int:
+    with CaptureQueriesContext(connection) as captured:
+        assert client.get(url).status_code == 200
+    return len(captured)
+
+
+def test_the_inbox_makes_the_same_queries_with_3_and_300_waiting_items(alice_client, alice):
+    many_waiting(alice, 3)
+    three = queries(alice_client, "/approvals/")
+    # The other 297 straight into the tables, on the same missions: the inbox reads rows.
+    missions = list(alice.missions.all())
+    Approval.objects.bulk_create(
+        Approval(mission=missions[i % 3], action=f"bulk {i}", payload={}, reason="Bulk.") for i in range(150)
+    )
+    Milestone.objects.bulk_create(
+        Milestone(mission=missions[i % 3], kind="custom", title=f"bulk {i}", summary="Bulk.") for i in range(147)
+    )
+    assert queries(alice_client, "/approvals/") == three
+    assert queries(alice_client, "/approvals/?page=12") == three
+    assert "300 waiting" in alice_client.get("/approvals/").content.decode()
+
+
+def test_the_inbox_pages_25_items_oldest_first_with_the_exact_total(alice_client, alice):
+    made = many_waiting(alice, INBOX_PAGE_SIZE + 3)
+    body = alice_client.get("/approvals/").content.decode()
+    assert shown(body) == made[:INBOX_PAGE_SIZE]
+    assert f"{INBOX_PAGE_SIZE + 3} waiting" in body and "Page 1 of 2" in body
+    assert 'href="?page=2"' in body
+    body = alice_client.get("/approvals/?page=2").content.decode()
+    assert shown(body) == made[INBOX_PAGE_SIZE:]
+    assert 'value="/approvals/?page=2"' in body  # the forms come back to this page
+    for stale in ("?page=9", "?page=abc", "?page=-1"):
+        assert alice_client.get(f"/approvals/{stale}").status_code == 200
+    assert shown(alice_client.get("/approvals/?page=9").content.decode()) == made[INBOX_PAGE_SIZE:]
+
+
+def test_a_decision_on_page_2_answers_with_page_2(alice_client, alice):
+    made = many_waiting(alice, INBOX_PAGE_SIZE + 4)
+    approval = Approval.objects.get(pk=next(pk for kind, pk in made[INBOX_PAGE_SIZE:] if kind == "approval"))
+    response = decide(alice_client, approval, origin="/approvals/?page=2", htmx_target="inbox", decision="approve")
+    body = response.content.decode()
+    assert response.status_code == 200
+    assert "Page 2 of 2" in body
+    assert shown(body) == [item for item in made[INBOX_PAGE_SIZE:] if item != ("approval", approval.pk)]
+    milestone_id = next(pk for kind, pk in made[INBOX_PAGE_SIZE:] if kind == "milestone")
+    response = alice_client.post(
+        f"/milestones/{milestone_id}/review/", {"action": "correct", "note": " ", "next": "/approvals/?page=2"},
+        HTTP_HX_REQUEST="true", HTTP_HX_TARGET="inbox",
+    )
+    assert response.status_code == 422 and "Page 2 of 2" in response.content.decode()
+    response = alice_client.post(f"/milestones/{milestone_id}/review/", {"action": "approve", "next": "/approvals/?page=2"})
+    assert response.status_code == 302 and response["Location"] == "/approvals/?page=2"
+
+
+def test_deciding_the_last_item_of_the_last_page_answers_with_the_page_before(alice_client, alice):
+    made = many_waiting(alice, INBOX_PAGE_SIZE + 1)
+    kind, pk = made[-1]
+    assert kind == "milestone"
+    response = alice_client.post(
+        f"/milestones/{pk}/review/", {"action": "approve", "next": "/approvals/?page=2"}, HTTP_HX_REQUEST="true", HTTP_HX_TARGET="inbox"
+    )
+    body = response.content.decode()
+    assert response.status_code == 200
+    assert shown(body) == made[:INBOX_PAGE_SIZE] and "Page 2" not in body

@@ -11,10 +11,9 @@ from django.views.decorators.vary import vary_on_headers
 
 from quests import selectors
 from quests.models import MissionStatus
-from quests.web.pages import Problem, page, render_page
+from quests.web.pages import Problem, page, render_page, search_text
 
 TEMPLATE = "quests/board.html"
-SEARCH_MAX = 200
 FRAGMENTS = {"quest-list"}
 
 
@@ -23,7 +22,7 @@ def board_context(request: HttpRequest, problem: Problem | None = None) -> dict[
     status = request.GET.get("status") or ""
     if status not in MissionStatus.values:
         status = ""
-    q = " ".join((request.GET.get("q") or "").split())[:SEARCH_MAX]
+    q = search_text(request.GET)
     board = selectors.board(request.user, status or None, q, request.GET.get("page") or 1)
     # The page's own address keeps its filter, search and page (shareable; the back button works).
     state = {key: value for key, value in (("status", status), ("q", q)) if value}

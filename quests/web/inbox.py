@@ -1,7 +1,8 @@
-"""The inbox (approvals and milestones waiting for this person) and the decisions made from it or
-from a mission page."""
+"""The inbox (approvals and milestones waiting for this person, a page at a time, oldest first) and
+the decisions made from it or from a mission page."""
 
 from typing import Any
+from urllib.parse import urlencode
 
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
@@ -23,13 +24,19 @@ FRAGMENTS = {"inbox"}
 
 @page("inbox", TEMPLATE, fragments=FRAGMENTS)
 def inbox_context(request: HttpRequest, problem: Problem | None = None) -> dict[str, Any]:
-    items = selectors.inbox(request.user)
-    inline = {(item.kind, item.obj.pk) for item in items}
+    waiting = selectors.inbox(request.user, request.GET.get("page") or 1)
+    inline = {(item.kind, item.obj.pk) for item in waiting.items}
+    number = waiting.page.number
     return {
-        "items": items,
+        "items": waiting.items,
+        "page": waiting.page,
+        "total": waiting.total,
+        # The navigation shows the same count: handed on, it is not counted a second time.
+        "inbox_count": waiting.total,
         "problem": problem,
         "problem_inline": problem is not None and problem.target in inline,
-        "page_url": reverse("inbox"),
+        # The forms send it as `next`: a decision answers with this same page of the inbox.
+        "page_url": reverse("inbox") + (f"?{urlencode({'page': number})}" if number > 1 else ""),
     }
 
 

@@ -2,26 +2,28 @@
 that owns the rule, and answers with the affected fragment (htmx) or a redirect back (a plain form
 POST). A service's refusal is shown as a form error on the page it came from, never as a 500."""
 
+import copy
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 from django.db.models import Model
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse, QueryDict
 from django.shortcuts import redirect, render
 from django.template.loader import render_to_string
 from django.urls import Resolver404, resolve, reverse
 from django.utils.http import url_has_allowed_host_and_scheme
 from django_htmx.http import HttpResponseClientRefresh
 
+from quests.context_processors import inbox_badge
 from quests.forms import first_error
 from quests.services.access import get_for
 from quests.services.audit import Actor
 from quests.services.errors import NotFound, ServiceError
-from quests.context_processors import inbox_badge
 
 M = TypeVar("M", bound=Model)
+SEARCH_MAX = 200
 ContextBuilder = Callable[..., dict[str, Any]]
 
 
@@ -73,9 +75,10 @@ def mission_url(mission_id: int) -> str:
     return reverse("mission", args=[mission_id])
 
 
-def _with_inbox_count(request: HttpRequest, html: str) -> str:
-    # The navigation's inbox count changes with most actions: htmx swaps it out of band.
-    return html + render_to_string("quests/_inbox_count.html", inbox_badge(request.user, oob=True))
+def _with_inbox_count(request: HttpRequest, html: str, counted: int | None = None) -> str:
+    # The navigation's inbox count changes with most actions: htmx swaps it out of band (counted
+    # here unless the page counted it already).
+    return html + render_to_string("quests/_inbox_count.html", inbox_badge(request.user, oob=True, counted=counted))
 
 
 def render_page(request: HttpRequest, template: str, context: dict[str, Any], *, fragments: set[str] | frozenset[str], status: int = 200) -> HttpResponse:
@@ -83,7 +86,7 @@ def render_page(request: HttpRequest, template: str, context: dict[str, Any], *,
     target = request.htmx.target if request.htmx else None
     if target in fragments:
         html = render_to_string(f"{template}#{target.replace('-', '_')}", context, request)
-        return HttpResponse(_with_inbox_count(request, html), status=status)
+        return HttpResponse(_with_inbox_count(request, html, context.get("inbox_count")), status=status)
     return render(request, template, context, status=status)
 
 
@@ -99,20 +102,33 @@ def _origin(request: HttpRequest, default: str) -> str:
     return default
 
 
+def search_text(params: QueryDict, key: str = "q") -> str:
+    """What a person typed into a search box, its spaces tidied and its length capped."""
+    return " ".join((params.get(key) or "").split())[:SEARCH_MAX]
+
+
+def _as_seen_at(request: HttpRequest, origin: str) -> HttpRequest:
+    """The request with the query string of the page the form came from (its page number, search,
+    filter), so the page it re-renders is the one the person was looking at, not its first page."""
+    seen = copy.copy(request)
+    seen.GET = QueryDict(urlsplit(origin).query)
+    return seen
+
+
 def answer(request: HttpRequest, origin: str, problem: Problem | None) -> HttpResponse:
     """After an action: re-render the page it came from (the targeted fragment for htmx, the whole
     page when there is a form error) or redirect back to it."""
     match = resolve(urlsplit(origin).path)
     target_page = PAGES[match.url_name]
     status = 422 if problem else 200
+    if request.htmx and request.htmx.target not in target_page.fragments:
+        return HttpResponseClientRefresh()
+    if not request.htmx and not problem:
+        return redirect(origin)
+    context = target_page.build(_as_seen_at(request, origin), problem=problem, **match.kwargs)
     if request.htmx:
-        if request.htmx.target not in target_page.fragments:
-            return HttpResponseClientRefresh()
-        context = target_page.build(request, problem=problem, **match.kwargs)
         return render_page(request, target_page.template, context, fragments=target_page.fragments, status=status)
-    if problem:
-        return render(request, target_page.template, target_page.build(request, problem=problem, **match.kwargs), status=status)
-    return redirect(origin)
+    return render(request, target_page.template, context, status=status)
 
 
 def act(request: HttpRequest, *, origin: str, target: tuple[str, Any], form=None, do: Callable[[], Any]) -> HttpResponse:

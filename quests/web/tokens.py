@@ -1,9 +1,12 @@
-"""Agent tokens: create one (shown once) and revoke."""
+"""Agent tokens: create one (shown once) and revoke. The mission a token is limited to is found by
+a search (live with htmx, or with the Find button without JavaScript), so the page stays the same
+size however many missions the person has."""
 
 from typing import Any
+from urllib.parse import urlencode
 
 from django.contrib.auth.decorators import login_required
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, QueryDict
 from django.urls import reverse
 from django.views.decorators.http import require_http_methods, require_POST
 from django.views.decorators.vary import vary_on_headers
@@ -12,20 +15,39 @@ from quests import selectors
 from quests.forms import TokenForm, first_error
 from quests.services import tokens
 from quests.services.errors import ServiceError
-from quests.web.pages import Problem, act, page, render_page
+from quests.web.pages import Problem, act, page, render_page, search_text
 
 TEMPLATE = "quests/tokens.html"
-FRAGMENTS = {"tokens"}
+FRAGMENTS = {"tokens", "mission-choices"}
+
+
+def _chosen(params: QueryDict) -> int | None:
+    try:
+        return int(params.get("mission") or "")
+    except ValueError:
+        return None
 
 
 @page("tokens", TEMPLATE, fragments=FRAGMENTS)
-def tokens_context(request: HttpRequest, problem: Problem | None = None, *, form: TokenForm | None = None, new_token: str = "") -> dict[str, Any]:
+def tokens_context(request: HttpRequest, problem: Problem | None = None, *, new_token: str = "") -> dict[str, Any]:
+    # What the person typed into the create form: from a search (GET, or the Find button's POST) or
+    # a refused POST. A token just made, or a revoke, starts the form afresh.
+    typing = request.POST if request.method == "POST" and "name" in request.POST and not new_token else request.GET
+    mission_q = search_text(typing, "mission_q") if "mission_q" in typing else None
+    chosen = _chosen(typing)
+    choices = selectors.token_mission_choices(request.user, mission_q, chosen)
+    if not any(m.pk == chosen for m in choices.missions):
+        chosen = None  # not one the person may choose: "All my missions" is the one checked
+    listed = selectors.tokens(request.user, request.GET.get("page") or 1)
     return {
-        "tokens": selectors.tokens(request.user),
-        "form": form or TokenForm(missions=selectors.token_missions(request.user)),
+        "tokens": listed,
+        "typed_name": typing.get("name", "")[:100],
+        "mission_q": mission_q or "",
+        "chosen": chosen,
+        "choices": choices,
         "new_token": new_token,
         "problem": problem,
-        "page_url": reverse("tokens"),
+        "page_url": reverse("tokens") + (f"?{urlencode({'page': listed.number})}" if listed.number > 1 else ""),
         "api_missions_url": request.build_absolute_uri("/api/v1/missions"),
     }
 
@@ -34,22 +56,22 @@ def tokens_context(request: HttpRequest, problem: Problem | None = None, *, form
 @vary_on_headers("HX-Request")
 @require_http_methods(["GET", "POST"])
 def token_list(request: HttpRequest) -> HttpResponse:
-    if request.method == "GET":
+    if request.method == "GET" or "find" in request.POST:
         return render_page(request, TEMPLATE, tokens_context(request), fragments=FRAGMENTS)
     form = TokenForm(request.POST, missions=selectors.token_missions(request.user))
     if not form.is_valid():
-        return _refused(request, form, first_error(form))
+        return _refused(request, first_error(form))
     try:
         _, raw = tokens.token_create(user=request.user, name=form.cleaned_data["name"], mission=form.cleaned_data["mission"])
     except ServiceError as exc:
-        return _refused(request, form, exc.message)
+        return _refused(request, exc.message)
     # Shown once, in this answer only: it is stored as a hash and cannot be shown again.
     return render_page(request, TEMPLATE, tokens_context(request, new_token=raw), fragments=FRAGMENTS)
 
 
-def _refused(request: HttpRequest, form: TokenForm, message: str) -> HttpResponse:
+def _refused(request: HttpRequest, message: str) -> HttpResponse:
     problem = Problem(("token", "create"), message, request.POST.dict())
-    return render_page(request, TEMPLATE, tokens_context(request, problem, form=form), fragments=FRAGMENTS, status=422)
+    return render_page(request, TEMPLATE, tokens_context(request, problem), fragments=FRAGMENTS, status=422)
 
 
 @login_required

@@ -1,0 +1,118 @@
+"""Read-side helpers for the pages about a person's own things across missions: the inbox and the
+agent tokens. Each page costs the same few queries whatever the number of missions, waiting items
+or tokens: the inbox slices its page in SQL out of one union of what waits, the token form searches
+missions rather than listing them all."""
+
+from dataclasses import dataclass
+from typing import Any
+
+from django.core.paginator import Page, Paginator
+from django.db.models import Case, CharField, F, IntegerField, Q, QuerySet, Value, When
+
+from quests.models import AgentToken, Approval, Milestone, Mission, MissionStatus
+from quests.selectors_common import HEAVY_CHECKPOINT_FIELDS, mission_matches
+from quests.services.access import visible
+from quests.services.audit import Actor
+from quests.services.inbox import inbox_approvals, inbox_count, inbox_milestones
+
+INBOX_PAGE_SIZE = 25
+TOKENS_PAGE_SIZE = 25
+MISSION_CHOICES = 20
+
+
+# ---- inbox -------------------------------------------------------------------------------------
+
+@dataclass
+class InboxItem:
+    kind: str  # "approval" or "milestone"
+    obj: Approval | Milestone
+
+    @property
+    def created_at(self):
+        return self.obj.created_at
+
+
+@dataclass
+class InboxPage:
+    items: list[InboxItem]
+    # Numbers only (previous, next, of how many): the items are fetched by kind, not by the paginator.
+    page: Page
+    total: int
+
+
+def _waiting(user) -> QuerySet:
+    """(kind, id, created_at) of everything waiting for this person, both kinds in one statement."""
+    def rows(qs: QuerySet, kind: str) -> QuerySet:
+        return qs.annotate(item_kind=Value(kind, output_field=CharField())).values_list("item_kind", "id", "created_at").order_by()
+
+    return rows(inbox_approvals(user), "approval").union(rows(inbox_milestones(user), "milestone"), all=True)
+
+
+def _by_pk(qs: QuerySet, ids: list[int]) -> dict[int, Any]:
+    # One query even for no id (Django skips `pk__in=[]`): a page costs the same whatever it holds.
+    return {obj.pk: obj for obj in qs.filter(Q(pk__in=ids) if ids else Q(pk=None))}
+
+
+def inbox(user, page: Any = 1) -> InboxPage:
+    """A page of what waits for this person across missions, oldest first. The total is the
+    navigation's inbox count (the page hands it on, so it is counted once); then one query slices
+    the page out of both kinds in SQL, and one per kind fetches its objects."""
+    total = inbox_count(user)
+    numbers = Paginator(range(total), INBOX_PAGE_SIZE).get_page(page)
+    start = (numbers.number - 1) * INBOX_PAGE_SIZE
+    keys = [(kind, pk) for kind, pk, _ in _waiting(user).order_by("created_at", "id", "item_kind")[start : start + INBOX_PAGE_SIZE]]
+    objects = {
+        "approval": _by_pk(inbox_approvals(user).select_related("mission"), [pk for kind, pk in keys if kind == "approval"]),
+        "milestone": _by_pk(
+            inbox_milestones(user).select_related("mission", "checkpoint").defer(*HEAVY_CHECKPOINT_FIELDS),
+            [pk for kind, pk in keys if kind == "milestone"],
+        ),
+    }
+    # An item decided between the queries is simply left out of this page.
+    items = [InboxItem(kind, objects[kind][pk]) for kind, pk in keys if pk in objects[kind]]
+    return InboxPage(items=items, page=numbers, total=total)
+
+
+# ---- tokens ------------------------------------------------------------------------------------
+
+def tokens(user, page: Any = 1) -> Page:
+    """A page of the person's tokens, the ones in use first. Tokens are few, but revoked ones stay
+    listed for the record, so the list grows with time: paged like every other list."""
+    qs = (
+        AgentToken.objects.filter(user=user)
+        .select_related("mission")
+        .order_by(F("revoked_at").asc(nulls_first=True), "name", "-created_at", "id")
+    )
+    return Paginator(qs, TOKENS_PAGE_SIZE).get_page(page)
+
+
+def token_missions(user) -> QuerySet[Mission]:
+    """The missions a token may be limited to: the person's open ones."""
+    return visible(Actor(user=user), Mission).exclude(status__in=[MissionStatus.CANCELLED, MissionStatus.COMPLETED])
+
+
+@dataclass
+class MissionChoices:
+    missions: list[Mission]
+    searched: bool
+    # More open missions match than are offered: the person should add words.
+    more: bool
+
+
+def token_mission_choices(user, q: str | None, chosen: int | None) -> MissionChoices:
+    """At most MISSION_CHOICES open missions matching the search, newest activity first, the one
+    already chosen kept in front so a new search does not drop it. Nothing is listed before a
+    search: the form's size does not depend on how many missions the person has."""
+    if q is None and chosen is None:
+        return MissionChoices(missions=[], searched=False, more=False)
+    qs = token_missions(user)
+    if q is None:
+        qs = qs.filter(pk=chosen)
+    elif q.split():
+        qs = qs.filter(mission_matches(q) | Q(pk=chosen))
+    found = list(
+        qs.annotate(is_chosen=Case(When(pk=chosen, then=1), default=0, output_field=IntegerField()))
+        .order_by("-is_chosen", "-updated_at", "-id")
+        .only("id", "title", "updated_at")[: MISSION_CHOICES + 1]
+    )
+    return MissionChoices(missions=found[:MISSION_CHOICES], searched=q is not None, more=len(found) > MISSION_CHOICES)
