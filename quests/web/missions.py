@@ -2,9 +2,10 @@
 confirmation step)."""
 
 from typing import Any
+from urllib.parse import urlencode, urlsplit
 
 from django.contrib.auth.decorators import login_required
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, QueryDict
 from django.shortcuts import render
 from django.views.decorators.http import require_http_methods, require_POST
 from django.views.decorators.vary import vary_on_headers
@@ -14,16 +15,27 @@ from quests import selectors
 from quests.forms import RestoreForm
 from quests.models import Mission
 from quests.services import missions
-from quests.web.pages import Problem, act, actor, answer, get_or_404, mission_url, page, render_page
+from quests.web.pages import Problem, act, actor, answer, get_or_404, mission_url, page, query_number, render_page
 
 TEMPLATE = "quests/mission.html"
 FRAGMENTS = {"mission-body"}
 
 
+def history_window(request: HttpRequest) -> selectors.HistoryWindow:
+    """The window of history the page shows, from its URL query. After an action the page comes
+    back as it was: the form's `next` carries the query. Anything unreadable is the default."""
+    params = request.GET
+    if request.method == "POST":
+        params = QueryDict(urlsplit(request.POST.get("next") or "").query)
+    return selectors.HistoryWindow(at=query_number(params.get("at")), before=query_number(params.get("before")))
+
+
 @page("mission", TEMPLATE, fragments=FRAGMENTS)
 def mission_context(request: HttpRequest, pk: int, problem: Problem | None = None, *, mission: Mission | None = None) -> dict[str, Any]:
     mission = mission or get_or_404(request, Mission, pk)
-    page_data = selectors.mission_page(mission)
+    window = history_window(request)
+    page_data = selectors.mission_page(mission, window)
+    query = urlencode(window.query())
     inline = {("constraint", "add"), ("controls", pk), ("restore", pk)}
     inline |= {("approval", a.pk) for a in page_data.pending_approvals}
     inline |= {("milestone", m.pk) for m in page_data.milestones if m.is_awaiting_review}
@@ -36,7 +48,28 @@ def mission_context(request: HttpRequest, pk: int, problem: Problem | None = Non
         # A form that vanished with the change (an approval someone else decided) shows its
         # problem at the top instead.
         "problem_inline": problem is not None and problem.target in inline,
-        "page_url": mission_url(page_data.mission.pk),
+        # The page's own address keeps its window (shareable; the back button and the poll keep it).
+        "page_url": mission_url(page_data.mission.pk) + (f"?{query}" if query else ""),
+        "window_query": query,
+        "links": window_links(mission_url(page_data.mission.pk), page_data),
+    }
+
+
+def window_links(base: str, page_data: selectors.MissionPage) -> dict[str, str | None]:
+    """The addresses that move one window and keep the other."""
+    window, tree, timeline = page_data.window, page_data.tree, page_data.timeline
+
+    def url(**changes: Any) -> str:
+        query = urlencode(window.query(**changes))
+        return base + (f"?{query}" if query else "")
+
+    return {
+        "earlier": url(at=tree.earlier.pk) if tree.earlier else None,
+        "later": url(at=tree.later.pk) if tree.later else None,
+        "head": url(at=None) if window.at is not None else None,
+        "older": url(before=timeline.older) if timeline.older else None,
+        "newer": url(before=timeline.newer) if not timeline.is_latest and timeline.newer else None,
+        "latest": url(before=None) if not timeline.is_latest else None,
     }
 
 
