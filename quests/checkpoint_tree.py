@@ -2,7 +2,7 @@
 chosen one, laid out in lanes, and a constant-size overview of the whole history. Pure layout: the
 rows come from `quests.selectors_mission`, which reads them in a fixed number of queries."""
 
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field
 
 from checkpoints.models import Checkpoint
@@ -80,7 +80,21 @@ def branch_runs(head_seq: int | None, jumps: dict[int, int | None]) -> list[tupl
 
 
 def on_branch(seq: int, runs: list[tuple[int, int]]) -> bool:
-    return any(low <= seq <= high for low, high in runs)
+    """Whether `seq` lies in one of the ranges (newest first, as `branch_runs` gives them): a binary search."""
+    index = bisect_left(runs, -seq, key=lambda run: -run[0])  # the first range starting at or below seq
+    return index < len(runs) and runs[index][0] <= seq <= runs[index][1]
+
+
+def off_branch_ranges(first: int, last: int, runs: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The numbers from `first` to `last` not on the current branch, as ranges oldest first."""
+    gaps, cursor = [], first
+    for low, high in sorted(runs):
+        if low > cursor:
+            gaps.append((cursor, min(low - 1, last)))
+        cursor = max(cursor, high + 1)
+    if cursor <= last:
+        gaps.append((cursor, last))
+    return [(low, high) for low, high in gaps if low <= high]
 
 
 def _branch_in_window(window: list[Checkpoint], runs: list[tuple[int, int]]) -> set[int]:
@@ -152,19 +166,54 @@ def checkpoint_tree(
 
 
 @dataclass
+class HistoryShape:
+    """A whole history as the few checkpoints that shape it say: the current branch as seq ranges,
+    the verified checkpoints' numbers (sorted), the first and the last (the head's) numbers."""
+
+    runs: list[tuple[int, int]]
+    verified: list[int]
+    first: int | None
+    last: int | None
+
+
+@dataclass
 class OverviewBucket:
-    """A stretch of the history (seq first..last) in the overview strip."""
+    """A stretch of the history, checkpoints numbered first..last, in the overview strip."""
 
     first: int
     last: int
-    count: int
     verified: int
-    set_aside: int
-    centre_id: int
-    holds_chosen: bool = False
+    set_aside: bool
+    holds_chosen: bool
 
 
 @dataclass
 class Overview:
     buckets: list[OverviewBucket] = field(default_factory=list)
-    total: int = 0
+    first: int | None = None
+    last: int | None = None
+
+
+def overview(shape: HistoryShape, chosen_seq: int | None) -> Overview:
+    """The whole history in at most OVERVIEW_BUCKETS equal stretches of checkpoint numbers, each
+    saying whether it holds verified checkpoints and checkpoints set aside by a restore (numbers
+    off the current branch). Computed from the shape alone: no query, whatever the history's length.
+    (Pruning may since have removed background snapshots from a set-aside stretch.)"""
+    if shape.first is None or shape.last is None or shape.last < shape.first:
+        return Overview()
+    span = shape.last - shape.first + 1
+    count = min(OVERVIEW_BUCKETS, span)
+    gaps = off_branch_ranges(shape.first, shape.last, shape.runs)
+    gap_ends = [high for _, high in gaps]
+    buckets = []
+    for index in range(count):
+        first = shape.first + index * span // count
+        last = shape.first + (index + 1) * span // count - 1
+        verified = bisect_right(shape.verified, last) - bisect_left(shape.verified, first)
+        # The first stretch off the branch ending at or after `first`: does it start by `last`?
+        gap = bisect_left(gap_ends, first)
+        buckets.append(OverviewBucket(
+            first=first, last=last, verified=verified, set_aside=gap < len(gaps) and gaps[gap][0] <= last,
+            holds_chosen=chosen_seq is not None and first <= chosen_seq <= last,
+        ))
+    return Overview(buckets=buckets, first=shape.first, last=shape.last)

@@ -7,13 +7,11 @@ returning a bounded number of rows, whatever the number of checkpoints or runs."
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.db.models import Count, ExpressionWrapper, F, IntegerField, Max, Min, Q, Subquery, Value, Window
+from django.db.models import Count, OuterRef, Q, Subquery, Value, Window
 from django.db.models.functions import Coalesce
 
-from checkpoints.models import Checkpoint, Record, Trigger
-from quests.checkpoint_tree import (
-    OVERVIEW_BUCKETS, TREE_REACH, CheckpointTree, Overview, OverviewBucket, branch_runs, checkpoint_tree,
-)
+from checkpoints.models import BRANCH_POINTS, Checkpoint, Record, Trigger
+from quests.checkpoint_tree import TREE_REACH, CheckpointTree, HistoryShape, Overview, branch_runs, checkpoint_tree, overview
 from quests.models import Approval, ApprovalStatus, Constraint, Milestone, Mission, MissionStatus, ReviewStatus, Run
 from quests.services import machine
 from quests.services.bundle import resume_bundle
@@ -29,15 +27,17 @@ NO_BOUND = 2**31 - 1
 
 @dataclass
 class HistoryWindow:
-    """What the URL asks the mission page to show: the checkpoint centred in the tree (`at`, an id)
-    and the timeline page (`before`, a checkpoint number). None is the default: the head, the newest."""
+    """What the URL asks the mission page to show: the checkpoint centred in the tree (`at`, an id,
+    or else `near`, the first checkpoint numbered from there, as the overview strip links) and the
+    timeline page (`before`, a checkpoint number). None is the default: the head, the newest."""
 
     at: int | None = None
     before: int | None = None
+    near: int | None = None
 
     def query(self, **changes: Any) -> dict[str, int]:
         """The URL query of this window with some of it changed (None drops a key)."""
-        state = {"at": self.at, "before": self.before, **changes}
+        state = {"at": self.at, "near": self.near, "before": self.before, **changes}
         return {key: value for key, value in state.items() if value is not None}
 
 
@@ -94,42 +94,46 @@ def timeline_page(mission: Mission, before: int | None) -> TimelinePage:
     )
 
 
-def _tree_rows(mission: Mission, at: int | None) -> tuple[list[Checkpoint], Checkpoint | None]:
-    """One query: the chosen checkpoint (`at` if it is this mission's, else the head), TREE_REACH + 1
-    checkpoints either side of it, and the last verified one (for the restore picker)."""
+def _tree_rows(mission: Mission, window: HistoryWindow) -> tuple[list[Checkpoint], Checkpoint | None, Checkpoint | None]:
+    """One query: the chosen checkpoint (`at` if it is this mission's, else the first numbered from
+    `near`, else the head), TREE_REACH + 1 checkpoints either side of it, and the last verified one
+    (for the restore picker)."""
     mine = Checkpoint.objects.filter(mission_id=mission.pk)
-
-    def seq_of(pk: int | None) -> Subquery:
-        return Subquery(mine.filter(pk=pk).values("seq")[:1])
-
-    chosen_seq = Coalesce(seq_of(at), seq_of(mission.head_checkpoint_id)) if at else seq_of(mission.head_checkpoint_id)
+    candidates = [mine.filter(pk=window.at)] if window.at else []
+    candidates += [mine.filter(seq__gte=window.near).order_by("seq")] if window.near is not None else []
+    candidates += [mine.filter(pk=mission.head_checkpoint_id)]
+    chosen_seq = Coalesce(*(Subquery(c.values("seq")[:1]) for c in candidates), Value(None))
     low = Coalesce(Subquery(mine.filter(seq__lt=chosen_seq).order_by("-seq").values("seq")[TREE_REACH:TREE_REACH + 1]), Value(0))
     high = Coalesce(Subquery(mine.filter(seq__gt=chosen_seq).order_by("seq").values("seq")[TREE_REACH:TREE_REACH + 1]), Value(NO_BOUND))
     wanted = Q(seq__gte=low, seq__lte=high) | Q(pk=mission.last_verified_checkpoint_id)
-    rows = list(mine.filter(wanted).only(*CHECKPOINT_LIST_FIELDS).order_by("seq"))
+    rows = list(mine.filter(wanted).annotate(chosen_seq=chosen_seq).only(*CHECKPOINT_LIST_FIELDS).order_by("seq"))
+    chosen = next((c for c in rows if c.seq == c.chosen_seq), None)
     last_verified = next((c for c in rows if c.pk == mission.last_verified_checkpoint_id), None)
-    return rows, last_verified
+    return rows, chosen, last_verified
 
 
-def _branch(mission: Mission) -> list[tuple[int, int]]:
-    """The current branch as seq ranges (see `branch_runs`), from one query for the head's number,
-    the restores and the parentless checkpoints: one row per restore a person made, not per checkpoint."""
-    rows = Checkpoint.objects.filter(
-        Q(trigger=Trigger.RESTORE) | Q(parent__isnull=True) | Q(pk=mission.head_checkpoint_id), mission_id=mission.pk
-    ).values_list("pk", "seq", "trigger", "parent_id", "parent__seq")
-    head_seq, jumps = None, {}
-    for pk, seq, trigger, parent_id, parent_seq in rows:
-        if pk == mission.head_checkpoint_id:
-            head_seq = seq
+def history_shape(mission: Mission) -> HistoryShape:
+    """What the whole history looks like, from the few checkpoints that shape it (restores, first
+    ones, verified ones; one query along their partial index): one row per restore or verified
+    checkpoint a person made, not per checkpoint."""
+    rows = Checkpoint.objects.filter(BRANCH_POINTS, mission_id=mission.pk).annotate(
+        # A lookup per row found, not a join over every checkpoint.
+        parent_seq=Subquery(Checkpoint.objects.filter(pk=OuterRef("parent_id")).values("seq")[:1]),
+        head_seq=Subquery(Checkpoint.objects.filter(pk=mission.head_checkpoint_id).values("seq")[:1]),
+    ).values_list("seq", "trigger", "parent_id", "parent_seq", "verified", "head_seq")
+    head_seq, first_seq, jumps, verified = None, None, {}, []
+    for seq, trigger, parent_id, parent_seq, is_verified, head_seq in rows:
+        first_seq = seq if first_seq is None else min(first_seq, seq)
         if trigger == Trigger.RESTORE or parent_id is None:
             jumps[seq] = parent_seq
-    return branch_runs(head_seq, jumps)
+        if is_verified:
+            verified.append(seq)
+    return HistoryShape(runs=branch_runs(head_seq, jumps), verified=sorted(verified), first=first_seq, last=head_seq)
 
 
-def tree_window(mission: Mission, at: int | None, runs: list[tuple[int, int]]) -> tuple[CheckpointTree, list[Checkpoint], Checkpoint | None]:
+def tree_window(mission: Mission, window: HistoryWindow, runs: list[tuple[int, int]]) -> tuple[CheckpointTree, list[Checkpoint], Checkpoint | None]:
     """The tree around the chosen checkpoint, its checkpoints newest first and the last verified one."""
-    rows, last_verified = _tree_rows(mission, at)
-    chosen = next((c for c in rows if c.pk == at), None) or next((c for c in rows if c.pk == mission.head_checkpoint_id), None)
+    rows, chosen, last_verified = _tree_rows(mission, window)
     if chosen is None:
         return checkpoint_tree([], None, [], None, runs), [], last_verified
     older = [c for c in reversed(rows) if c.seq < chosen.seq]
@@ -141,36 +145,6 @@ def tree_window(mission: Mission, at: int | None, runs: list[tuple[int, int]]) -
     tree = checkpoint_tree(older, chosen, newer, mission.head_checkpoint_id, runs)
     shown = sorted((n.checkpoint for n in tree.nodes), key=lambda c: c.seq, reverse=True)
     return tree, shown, last_verified
-
-
-def overview(mission: Mission, runs: list[tuple[int, int]], chosen_seq: int | None) -> Overview:
-    """The whole history in at most OVERVIEW_BUCKETS stretches of consecutive checkpoint numbers,
-    each with how many checkpoints it holds, how many are verified and how many set aside: one
-    aggregate query whatever the length of the history."""
-    mine = Checkpoint.objects.filter(mission_id=mission.pk)
-    first = Subquery(mine.order_by("seq").values("seq")[:1])
-    last = Subquery(mine.order_by("-seq").values("seq")[:1])
-    bucket = ExpressionWrapper((F("seq") - first) * OVERVIEW_BUCKETS / (last - first + 1), output_field=IntegerField())
-    kept = Q()
-    for low, high in runs:
-        kept |= Q(seq__gte=low, seq__lte=high)
-    rows = (
-        mine.annotate(bucket=bucket).values("bucket").order_by("bucket")
-        .annotate(
-            first=Min("seq"), last=Max("seq"), count=Count("id"), verified=Count("id", filter=Q(verified=True)),
-            kept=Count("id", filter=kept) if runs else Value(0),
-            # Ids grow with the checkpoint number within a mission: the bucket's first checkpoint.
-            centre_id=Min("id"),
-        )
-    )
-    buckets = [
-        OverviewBucket(
-            first=r["first"], last=r["last"], count=r["count"], verified=r["verified"], set_aside=r["count"] - r["kept"],
-            centre_id=r["centre_id"], holds_chosen=chosen_seq is not None and r["first"] <= chosen_seq <= r["last"],
-        )
-        for r in rows
-    ]
-    return Overview(buckets=buckets, total=sum(b.count for b in buckets))
 
 
 def decided_approvals(mission: Mission) -> tuple[list[Approval], int]:
@@ -248,10 +222,11 @@ def mission_page(mission: Mission, window: HistoryWindow | None = None) -> Missi
         m.evidence_records = [evidence[pk] for pk in m.evidence or [] if pk in evidence]
     approved = [m for m in milestones if m.review_status == ReviewStatus.APPROVED]
     operations = sorted((op for group in bundle["operations"].values() for op in group), key=lambda op: op["id"])
-    runs = _branch(mission)
-    tree, shown, last_verified = tree_window(mission, window.at, runs)
+    shape = history_shape(mission)
+    tree, shown, last_verified = tree_window(mission, window, shape.runs)
     choices = [*shown, *([last_verified] if last_verified and last_verified not in shown else [])]
-    explicit = tree.chosen.checkpoint if tree.chosen and window.at == tree.chosen.checkpoint.pk else None
+    asked = tree.chosen is not None and (window.at == tree.chosen.checkpoint.pk or window.near is not None)
+    explicit = tree.chosen.checkpoint if asked else None
     return MissionPage(
         mission=mission,
         window=window,
@@ -263,7 +238,7 @@ def mission_page(mission: Mission, window: HistoryWindow | None = None) -> Missi
         milestones=milestones,
         tree=tree,
         tree_checkpoints=shown,
-        overview=overview(mission, runs, tree.chosen.checkpoint.seq if tree.chosen else None),
+        overview=overview(shape, tree.chosen.checkpoint.seq if tree.chosen else None),
         timeline=timeline_page(mission, window.before),
         operations=operations,
         progress=mission.progress_of(milestones),

@@ -99,10 +99,13 @@ def verified_then_more_work(user, title: str = "Book the Lisbon trip", *, agent:
     return Verified(mission=mission, verified_checkpoint_id=milestone.checkpoint_id, later_decision_id=decision.pk)
 
 
-def long_history(user, count: int, *, restore_every: int = 10, run_length: int = 25, title: str = "A long history") -> Mission:
-    """A stopped mission with `count` checkpoints written in one statement (the services would take
-    minutes for thousands): runs of `run_length` checkpoints, every 7th verified, and every
-    `restore_every`-th a restore to three checkpoints back, which sets the two between aside."""
+def long_history(
+    user, count: int, *, restore_every: int = 250, verified_every: int = 100, run_length: int = 25, title: str = "A long history",
+) -> Mission:
+    """A stopped mission with `count` checkpoints written in a few statements (the services would
+    take minutes for thousands): runs of `run_length` checkpoints, every `verified_every`-th
+    verified, and every `restore_every`-th a restore to three checkpoints back, which sets the two
+    between aside. (Restores and verifications are a person's acts: the defaults keep them rare.)"""
     agent = agent_for(user)
     mission, run = running(user, title, agent=agent)
     first, _ = records.checkpoint_create(actor=agent, run_id=run.pk, agent_state={"step": 0})
@@ -116,7 +119,7 @@ def long_history(user, count: int, *, restore_every: int = 10, run_length: int =
     rows = Checkpoint.objects.bulk_create(
         Checkpoint(
             mission=mission, seq=seq, run=None if seq % restore_every == 0 else run_rows[(seq - start.seq) // run_length],
-            trigger=Trigger.RESTORE if seq % restore_every == 0 else Trigger.AGENT, hash=start.hash, verified=seq % 7 == 0,
+            trigger=Trigger.RESTORE if seq % restore_every == 0 else Trigger.AGENT, hash=start.hash, verified=seq % verified_every == 0,
             note=f"Restored from #{seq - 3}" if seq % restore_every == 0 else "", state_refs=start.state_refs,
             agent_state_refs=first.agent_state_refs, size_bytes=start.size_bytes,
         )

@@ -7,7 +7,7 @@ import re
 import pytest
 
 from checkpoints.models import Checkpoint
-from quests.checkpoint_tree import OVERVIEW_BUCKETS, TREE_REACH, branch_runs
+from quests.checkpoint_tree import OVERVIEW_BUCKETS, TREE_REACH, branch_runs, off_branch_ranges, on_branch
 from quests.selectors_mission import DECIDED_SHOWN, TIMELINE_SIZE
 from quests.models import Approval
 from quests.services import records
@@ -26,7 +26,7 @@ def alice_client(client, alice):
 @pytest.fixture
 def history(alice):
     """120 checkpoints, a restore every 10th (each setting the two before it aside)."""
-    return long_history(alice, 120)
+    return long_history(alice, 120, restore_every=10, verified_every=7)
 
 
 def get(client, url: str, status: int = 200) -> str:
@@ -119,21 +119,36 @@ def test_the_current_branch_is_found_from_the_restores_alone():
             cursor = parent[cursor]
         jumps = {seq: p for seq, p in parent.items() if p is None or p != seq - 1}
         runs = branch_runs(head, jumps)
-        assert {seq for seq in parent if any(lo <= seq <= hi for lo, hi in runs)} == walked
+        assert {seq for seq in parent if on_branch(seq, runs)} == walked
         assert len(runs) <= len(jumps) + 1
+        gaps = off_branch_ranges(1, head, runs)
+        assert {seq for seq in parent if any(lo <= seq <= hi for lo, hi in gaps)} == set(parent) - walked
 
 
 def test_the_overview_covers_the_whole_history_in_at_most_100_buckets(alice_client, alice):
-    mission = long_history(alice, 350)
+    mission = long_history(alice, 350, restore_every=10, verified_every=7)
     body = get(alice_client, f"/missions/{mission.pk}/")
-    buckets = re.findall(r'<a class="bucket([^"]*)" href="\?at=(\d+)"[^>]*><span class="visually-hidden">#(\d+) to #(\d+): (\d+) checkpoint', body)
+    buckets = re.findall(r'<a class="bucket([^"]*)" href="\?near=(\d+)"[^>]*><span class="visually-hidden">#(\d+)(?: to #(\d+))?', body)
     assert 1 < len(buckets) <= OVERVIEW_BUCKETS
     assert int(buckets[0][2]) == 1 and int(buckets[-1][3]) == 350
-    assert sum(int(b[4]) for b in buckets) == 350
+    assert all(int(b[2]) == int(a[3]) + 1 for a, b in zip(buckets, buckets[1:]))  # no stretch left out
     assert any("abandoned" in b[0] for b in buckets) and any("verified" in b[0] for b in buckets)
     assert "chosen" in buckets[-1][0] and "chosen" not in buckets[0][0]
-    centred = get(alice_client, f"/missions/{mission.pk}/?at={buckets[0][1]}")
-    assert tree_of(centred)[1][int(buckets[0][2])][2].count("chosen") == 1
+    # #1 to #3 plain; #4 to #7 holds #7, verified; #8 to #10 holds #8 and #9, set aside by the restore #10.
+    assert buckets[0][0] == "" and buckets[1][0] == " verified" and buckets[2][0] == " abandoned"
+    width, nodes = tree_of(get(alice_client, f"/missions/{mission.pk}/?near={buckets[1][2]}"))
+    assert nodes[int(buckets[1][2])][0] == width // 2 and "chosen" in nodes[int(buckets[1][2])][2]
+
+
+def test_near_centres_the_first_checkpoint_numbered_from_there(alice_client, alice):
+    mission = long_history(alice, 30)
+    ids = seq_ids(mission)
+    Checkpoint.objects.filter(pk__in=[ids[12], ids[13]]).update(parent=None)
+    Checkpoint.objects.filter(pk=ids[14]).update(parent_id=ids[11])
+    Checkpoint.objects.filter(pk__in=[ids[12], ids[13]]).delete()  # as pruning would
+    width, nodes = tree_of(get(alice_client, f"/missions/{mission.pk}/?near=12"))
+    assert nodes[14][0] == width // 2 and 12 not in nodes
+    assert "chosen" in tree_of(get(alice_client, f"/missions/{mission.pk}/?near=999"))[1][30][2]  # beyond: the head
 
 
 def test_the_timeline_comes_a_page_at_a_time_and_the_url_keeps_the_window(alice_client, history):

@@ -139,4 +139,6 @@ def test_the_mission_and_checkpoint_pages_make_the_same_queries_for_10_and_300_c
                 client.get(url)
         return [queries(client, url) for url, _ in urls(mission)]
 
-    assert measure(long_history(alice, 10, restore_every=4)) == measure(long_history(alice, 300, restore_every=4, title="Longer"))
+    assert measure(long_history(alice, 10, restore_every=4, verified_every=3)) == measure(
+        long_history(alice, 300, restore_every=4, verified_every=3, title="Longer")
+    )

@@ -27,7 +27,9 @@ def history_window(request: HttpRequest) -> selectors.HistoryWindow:
     params = request.GET
     if request.method == "POST":
         params = QueryDict(urlsplit(request.POST.get("next") or "").query)
-    return selectors.HistoryWindow(at=query_number(params.get("at")), before=query_number(params.get("before")))
+    return selectors.HistoryWindow(
+        at=query_number(params.get("at")), near=query_number(params.get("near")), before=query_number(params.get("before")),
+    )
 
 
 @page("mission", TEMPLATE, fragments=FRAGMENTS)
@@ -64,9 +66,9 @@ def window_links(base: str, page_data: selectors.MissionPage) -> dict[str, str |
         return base + (f"?{query}" if query else "")
 
     return {
-        "earlier": url(at=tree.earlier.pk) if tree.earlier else None,
-        "later": url(at=tree.later.pk) if tree.later else None,
-        "head": url(at=None) if window.at is not None else None,
+        "earlier": url(at=tree.earlier.pk, near=None) if tree.earlier else None,
+        "later": url(at=tree.later.pk, near=None) if tree.later else None,
+        "head": url(at=None, near=None) if window.at is not None or window.near is not None else None,
         "older": url(before=timeline.older) if timeline.older else None,
         "newer": url(before=timeline.newer) if not timeline.is_latest and timeline.newer else None,
         "latest": url(before=None) if not timeline.is_latest else None,
