@@ -28,6 +28,21 @@ class TreeNode:
     stub: bool = False
 
     @property
+    def css_class(self) -> str:
+        flags = (("verified", self.checkpoint.verified), ("abandoned", not self.on_branch), ("head", self.is_head), ("chosen", self.is_chosen))
+        return " ".join(["node", *(name for name, on in flags if on)])
+
+    @property
+    def states(self) -> str:
+        """What the node's colour says, in words (for its accessible name)."""
+        flags = (("verified", self.checkpoint.verified), ("set aside", not self.on_branch), ("current", self.is_head), ("chosen", self.is_chosen))
+        return "".join(f", {name}" for name, on in flags if on)
+
+    @property
+    def edge_class(self) -> str:
+        return "edge" + (" abandoned" if not self.on_branch else "") + (" stub" if self.stub else "")
+
+    @property
     def edge_path(self) -> str:
         """The SVG path from the parent: straight along a lane, a curve where a branch starts."""
         if self.parent is None:
@@ -185,6 +200,16 @@ class OverviewBucket:
     verified: int
     set_aside: bool
     holds_chosen: bool
+
+    @property
+    def css_class(self) -> str:
+        flags = (("verified", self.verified), ("abandoned", self.set_aside), ("chosen", self.holds_chosen))
+        return " ".join(["bucket", *(name for name, on in flags if on)])
+
+    @property
+    def label(self) -> str:
+        stretch = f"#{self.first}" + (f" to #{self.last}" if self.last != self.first else "")
+        return stretch + (f", {self.verified} verified" if self.verified else "") + (", some set aside" if self.set_aside else "")
 
 
 @dataclass

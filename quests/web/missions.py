@@ -72,6 +72,8 @@ def window_links(base: str, page_data: selectors.MissionPage) -> dict[str, str |
         "older": url(before=timeline.older) if timeline.older else None,
         "newer": url(before=timeline.newer) if not timeline.is_latest and timeline.newer else None,
         "latest": url(before=None) if not timeline.is_latest else None,
+        # The overview strip's links (`?near=<number>`) keep the timeline's page.
+        "keep_before": f"&{urlencode({'before': window.before})}" if window.before is not None else "",
     }
 
 
