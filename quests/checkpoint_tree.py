@@ -8,11 +8,11 @@ from dataclasses import dataclass, field
 from checkpoints.models import Checkpoint
 
 # Checkpoints drawn either side of the chosen one: the picture holds at most 2 * TREE_REACH + 1.
-TREE_REACH = 20
+TREE_REACH = 15
 TREE_STEP_X = 34
 TREE_STEP_Y = 30
 TREE_PAD = 18
-OVERVIEW_BUCKETS = 100
+OVERVIEW_BUCKETS = 50
 
 
 @dataclass
