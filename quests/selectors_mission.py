@@ -7,8 +7,8 @@ returning a bounded number of rows, whatever the number of checkpoints or runs."
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.db.models import Count, OuterRef, Q, Subquery, Value, Window
-from django.db.models.functions import Coalesce
+from django.db.models import Case, Count, F, OuterRef, Q, Subquery, Value, When, Window
+from django.db.models.functions import Coalesce, RowNumber
 
 from checkpoints.models import BRANCH_POINTS, Checkpoint, Record, Trigger
 from quests.checkpoint_tree import TREE_REACH, CheckpointTree, HistoryShape, Overview, branch_runs, checkpoint_tree, overview
@@ -70,46 +70,77 @@ class TimelinePage:
     is_latest: bool
 
 
-def timeline_page(mission: Mission, before: int | None) -> TimelinePage:
-    """The newest TIMELINE_SIZE checkpoints numbered below `before` with the runs that wrote them,
-    and the runs without checkpoints started in that stretch of time (2 or 3 queries)."""
-    mine = Checkpoint.objects.filter(mission_id=mission.pk)
-    rows = list(mine.filter(seq__lt=before or NO_BOUND).only(*CHECKPOINT_LIST_FIELDS).order_by("-seq")[: TIMELINE_SIZE + 1])
-    has_older = len(rows) > TIMELINE_SIZE
-    rows = rows[:TIMELINE_SIZE]
-    started_here = Q()
-    if has_older:
-        started_here &= Q(started_at__gte=rows[-1].created_at)
-    if before is not None:
-        started_here &= Q(started_at__lt=Subquery(mine.filter(seq=before).values("created_at")[:1]))
-    run_ids = {c.run_id for c in rows if c.run_id}
-    runs = list(Run.objects.filter(Q(pk__in=run_ids) | started_here, mission_id=mission.pk).order_by("-number")[:TIMELINE_SIZE])
-    newer = None
-    if before is not None:
-        # The newer page ends just below the checkpoint TIMELINE_SIZE places up; none: the newest page.
-        bound = mine.filter(seq__gte=before).order_by("seq").values_list("seq", flat=True)[TIMELINE_SIZE:TIMELINE_SIZE + 1]
-        newer = next(iter(bound), None)
-    return TimelinePage(
-        entries=timeline(runs, rows), older=rows[-1].seq if has_older else None, newer=newer, is_latest=before is None,
-    )
+@dataclass
+class PageRows:
+    """The checkpoint rows the page draws: the tree's window (oldest first) with its chosen one and
+    the last verified one, the timeline's page (newest first, one more to say there is more) and
+    where the newer timeline page ends (None: the newest page)."""
+
+    tree: list[Checkpoint]
+    chosen: Checkpoint | None
+    last_verified: Checkpoint | None
+    timeline: list[Checkpoint]
+    newer: int | None
 
 
-def _tree_rows(mission: Mission, window: HistoryWindow) -> tuple[list[Checkpoint], Checkpoint | None, Checkpoint | None]:
-    """One query: the chosen checkpoint (`at` if it is this mission's, else the first numbered from
-    `near`, else the head), TREE_REACH + 1 checkpoints either side of it, and the last verified one
-    (for the restore picker)."""
+def page_rows(mission: Mission, window: HistoryWindow) -> PageRows:
+    """One query for every checkpoint row the page draws: the chosen checkpoint (`at` if it is this
+    mission's, else the first numbered from `near`, else the head) with TREE_REACH + 1 checkpoints
+    either side, the last verified one (for the restore picker) and the newest TIMELINE_SIZE + 1
+    numbered below `before`. The windows' bounds are computed by the database along the (mission,
+    seq) index and come back with every row, so they are split here without another query."""
     mine = Checkpoint.objects.filter(mission_id=mission.pk)
+
+    def seq_at(rows: Any, offset: int) -> Subquery:
+        return Subquery(rows.values("seq")[offset:offset + 1])
+
     candidates = [mine.filter(pk=window.at)] if window.at else []
     candidates += [mine.filter(seq__gte=window.near).order_by("seq")] if window.near is not None else []
     candidates += [mine.filter(pk=mission.head_checkpoint_id)]
-    chosen_seq = Coalesce(*(Subquery(c.values("seq")[:1]) for c in candidates), Value(None))
-    low = Coalesce(Subquery(mine.filter(seq__lt=chosen_seq).order_by("-seq").values("seq")[TREE_REACH:TREE_REACH + 1]), Value(0))
-    high = Coalesce(Subquery(mine.filter(seq__gt=chosen_seq).order_by("seq").values("seq")[TREE_REACH:TREE_REACH + 1]), Value(NO_BOUND))
-    wanted = Q(seq__gte=low, seq__lte=high) | Q(pk=mission.last_verified_checkpoint_id)
-    rows = list(mine.filter(wanted).annotate(chosen_seq=chosen_seq).only(*CHECKPOINT_LIST_FIELDS).order_by("seq"))
-    chosen = next((c for c in rows if c.seq == c.chosen_seq), None)
+    chosen_seq = Coalesce(*(seq_at(c, 0) for c in candidates), Value(None))
+    before = window.before if window.before is not None else NO_BOUND
+    bounds = {
+        "chosen_seq": chosen_seq,
+        "tree_low": Coalesce(seq_at(mine.filter(seq__lt=chosen_seq).order_by("-seq"), TREE_REACH), Value(0)),
+        "tree_high": Coalesce(seq_at(mine.filter(seq__gt=chosen_seq).order_by("seq"), TREE_REACH), Value(NO_BOUND)),
+        "timeline_low": Coalesce(seq_at(mine.filter(seq__lt=before).order_by("-seq"), TIMELINE_SIZE), Value(0)),
+        # The newer timeline page ends just below the checkpoint TIMELINE_SIZE places up from `before`.
+        "newer_bound": seq_at(mine.filter(seq__gte=before).order_by("seq"), TIMELINE_SIZE),
+    }
+    wanted = (
+        Q(seq__gte=bounds["tree_low"], seq__lte=bounds["tree_high"])
+        | Q(pk=mission.last_verified_checkpoint_id)
+        | Q(seq__gte=bounds["timeline_low"], seq__lt=before)
+    )
+    rows = list(mine.filter(wanted).annotate(**bounds).only(*CHECKPOINT_LIST_FIELDS).order_by("seq"))
     last_verified = next((c for c in rows if c.pk == mission.last_verified_checkpoint_id), None)
-    return rows, chosen, last_verified
+    tree = [c for c in rows if c.tree_low <= c.seq <= c.tree_high or c == last_verified]
+    return PageRows(
+        tree=tree,
+        chosen=next((c for c in rows if c.seq == c.chosen_seq), None),
+        last_verified=last_verified,
+        timeline=[c for c in reversed(rows) if c.timeline_low <= c.seq < before],
+        newer=rows[0].newer_bound if rows and window.before is not None else None,
+    )
+
+
+def timeline_page(mission: Mission, window: HistoryWindow, rows: PageRows) -> TimelinePage:
+    """The timeline's page of checkpoints with the runs that wrote them, and the runs without
+    checkpoints started in that stretch of time (one query)."""
+    has_older = len(rows.timeline) > TIMELINE_SIZE
+    shown = rows.timeline[:TIMELINE_SIZE]
+    started_here = Q()
+    if has_older:
+        started_here &= Q(started_at__gte=shown[-1].created_at)
+    if window.before is not None:
+        newer_start = Checkpoint.objects.filter(mission_id=mission.pk, seq=window.before).values("created_at")[:1]
+        started_here &= Q(started_at__lt=Subquery(newer_start))
+    run_ids = {c.run_id for c in shown if c.run_id}
+    runs = list(Run.objects.filter(Q(pk__in=run_ids) | started_here, mission_id=mission.pk).order_by("-number")[:TIMELINE_SIZE])
+    return TimelinePage(
+        entries=timeline(runs, shown), older=shown[-1].seq if has_older else None, newer=rows.newer,
+        is_latest=window.before is None,
+    )
 
 
 def history_shape(mission: Mission) -> HistoryShape:
@@ -131,11 +162,11 @@ def history_shape(mission: Mission) -> HistoryShape:
     return HistoryShape(runs=branch_runs(head_seq, jumps), verified=sorted(verified), first=first_seq, last=head_seq)
 
 
-def tree_window(mission: Mission, window: HistoryWindow, runs: list[tuple[int, int]]) -> tuple[CheckpointTree, list[Checkpoint], Checkpoint | None]:
-    """The tree around the chosen checkpoint, its checkpoints newest first and the last verified one."""
-    rows, chosen, last_verified = _tree_rows(mission, window)
+def tree_window(mission: Mission, page: PageRows, runs: list[tuple[int, int]]) -> tuple[CheckpointTree, list[Checkpoint]]:
+    """The tree around the chosen checkpoint, and its checkpoints newest first."""
+    rows, chosen, last_verified = page.tree, page.chosen, page.last_verified
     if chosen is None:
-        return checkpoint_tree([], None, [], None, runs), [], last_verified
+        return checkpoint_tree([], None, [], None, runs), []
     older = [c for c in reversed(rows) if c.seq < chosen.seq]
     newer = [c for c in rows if c.seq > chosen.seq]
     if last_verified is not None and last_verified.seq < chosen.seq and last_verified not in older[: TREE_REACH + 1]:
@@ -144,16 +175,26 @@ def tree_window(mission: Mission, window: HistoryWindow, runs: list[tuple[int, i
         newer.remove(last_verified)
     tree = checkpoint_tree(older, chosen, newer, mission.head_checkpoint_id, runs)
     shown = sorted((n.checkpoint for n in tree.nodes), key=lambda c: c.seq, reverse=True)
-    return tree, shown, last_verified
+    return tree, shown
 
 
-def decided_approvals(mission: Mission) -> tuple[list[Approval], int]:
-    """The newest DECIDED_SHOWN decided approvals and how many there are in all (one query)."""
+def approvals(mission: Mission) -> tuple[list[Approval], list[Approval], int]:
+    """Every pending approval, the newest DECIDED_SHOWN decided ones and how many are decided in
+    all: one query (numbered and counted per group, the pending ones and the decided ones)."""
+    pending = Q(status=ApprovalStatus.PENDING)
+    group = Case(When(pending, then=Value(True)), default=Value(False))
     rows = list(
-        Approval.objects.filter(mission=mission).exclude(status=ApprovalStatus.PENDING)
-        .annotate(total=Window(Count("id"))).order_by("-id")[:DECIDED_SHOWN]
+        Approval.objects.filter(mission=mission)
+        .annotate(
+            newest=Window(RowNumber(), partition_by=[group], order_by=F("id").desc()),
+            in_group=Window(Count("id"), partition_by=[group]),
+        )
+        .filter(pending | Q(newest__lte=DECIDED_SHOWN))
+        .order_by("id")
     )
-    return rows, (rows[0].total if rows else 0)
+    waiting = [a for a in rows if a.status == ApprovalStatus.PENDING]
+    decided = sorted((a for a in rows if a.status != ApprovalStatus.PENDING), key=lambda a: a.pk, reverse=True)
+    return waiting, decided, (decided[0].in_group if decided else 0)
 
 
 @dataclass
@@ -211,8 +252,7 @@ def mission_page(mission: Mission, window: HistoryWindow | None = None) -> Missi
     window = window or HistoryWindow()
     bundle = resume_bundle(mission)
     constraints = list(Constraint.objects.filter(mission=mission).select_related("replaces").order_by("id"))
-    pending = list(Approval.objects.filter(mission=mission, status=ApprovalStatus.PENDING).order_by("id"))
-    decided, decided_total = decided_approvals(mission)
+    pending, decided, decided_total = approvals(mission)
     milestones = list(
         Milestone.objects.filter(mission=mission).select_related("checkpoint").defer(*HEAVY_CHECKPOINT_FIELDS).order_by("id")
     )
@@ -223,7 +263,9 @@ def mission_page(mission: Mission, window: HistoryWindow | None = None) -> Missi
     approved = [m for m in milestones if m.review_status == ReviewStatus.APPROVED]
     operations = sorted((op for group in bundle["operations"].values() for op in group), key=lambda op: op["id"])
     shape = history_shape(mission)
-    tree, shown, last_verified = tree_window(mission, window, shape.runs)
+    rows = page_rows(mission, window)
+    tree, shown = tree_window(mission, rows, shape.runs)
+    last_verified = rows.last_verified
     choices = [*shown, *([last_verified] if last_verified and last_verified not in shown else [])]
     asked = tree.chosen is not None and (window.at == tree.chosen.checkpoint.pk or window.near is not None)
     explicit = tree.chosen.checkpoint if asked else None
@@ -239,7 +281,7 @@ def mission_page(mission: Mission, window: HistoryWindow | None = None) -> Missi
         tree=tree,
         tree_checkpoints=shown,
         overview=overview(shape, tree.chosen.checkpoint.seq if tree.chosen else None),
-        timeline=timeline_page(mission, window.before),
+        timeline=timeline_page(mission, window, rows),
         operations=operations,
         progress=mission.progress_of(milestones),
         badges=approved,
