@@ -29,13 +29,15 @@ class TreeNode:
 
     @property
     def css_class(self) -> str:
-        flags = (("verified", self.checkpoint.verified), ("abandoned", not self.on_branch), ("head", self.is_head), ("chosen", self.is_chosen))
+        verified, aside = self.checkpoint.verified, not self.on_branch
+        flags = (("verified", verified), ("abandoned", aside), ("head", self.is_head), ("chosen", self.is_chosen))
         return " ".join(["node", *(name for name, on in flags if on)])
 
     @property
     def states(self) -> str:
         """What the node's colour says, in words (for its accessible name)."""
-        flags = (("verified", self.checkpoint.verified), ("set aside", not self.on_branch), ("current", self.is_head), ("chosen", self.is_chosen))
+        verified, aside = self.checkpoint.verified, not self.on_branch
+        flags = (("verified", verified), ("set aside", aside), ("current", self.is_head), ("chosen", self.is_chosen))
         return "".join(f", {name}" for name, on in flags if on)
 
     @property

@@ -147,9 +147,10 @@ def history_shape(mission: Mission) -> HistoryShape:
     """What the whole history looks like, from the few checkpoints that shape it (restores, first
     ones, verified ones; one query along their partial index): one row per restore or verified
     checkpoint a person made, not per checkpoint."""
+    parent_seq = Subquery(Checkpoint.objects.filter(pk=OuterRef("parent_id")).values("seq")[:1])
     rows = Checkpoint.objects.filter(BRANCH_POINTS, mission_id=mission.pk).annotate(
-        # A lookup per row found, not a join over every checkpoint.
-        parent_seq=Subquery(Checkpoint.objects.filter(pk=OuterRef("parent_id")).values("seq")[:1]),
+        # Only a restore's parent matters (a lookup per restore, not a join over every checkpoint).
+        parent_seq=Case(When(trigger=Trigger.RESTORE, then=parent_seq)),
         head_seq=Subquery(Checkpoint.objects.filter(pk=mission.head_checkpoint_id).values("seq")[:1]),
     ).values_list("seq", "trigger", "parent_id", "parent_seq", "verified", "head_seq")
     head_seq, first_seq, jumps, verified = None, None, {}, []
