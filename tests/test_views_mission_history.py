@@ -11,7 +11,9 @@ from quests.checkpoint_tree import OVERVIEW_BUCKETS, TREE_REACH, branch_runs, of
 from quests.selectors_mission import DECIDED_SHOWN, TIMELINE_SIZE
 from quests.models import Approval
 from quests.services import records
-from tests.builders import agent_for, fast_password_hashing, long_history, new_mission, running, verified_then_more_work  # noqa: F401
+from tests.builders import (  # noqa: F401
+    agent_for, fast_password_hashing, long_history, running, verified_then_more_work, waiting_on_approval,
+)
 
 pytestmark = pytest.mark.django_db
 HTMX = {"HTTP_HX_REQUEST": "true", "HTTP_HX_TARGET": "mission-body"}
@@ -214,14 +216,16 @@ def test_the_restore_picker_lists_the_window_and_the_last_verified_one(alice_cli
 
 
 def test_decided_approvals_show_the_newest_with_a_count_of_the_rest(alice_client, alice):
-    mission = new_mission(alice)
+    mission, pending = waiting_on_approval(alice)
     Approval.objects.bulk_create(
         Approval(mission=mission, action=f"send email {i}", status="approved", reason="r") for i in range(DECIDED_SHOWN + 5)
     )
     body = get(alice_client, f"/missions/{mission.pk}/")
+    assert "Waiting for your approval to deploy to production" in body and ">Approve<" in body  # pending: all of them
     assert f"Decided approvals ({DECIDED_SHOWN + 5})" in body
-    assert f"send email {DECIDED_SHOWN + 4}" in body and "send email 0<" not in body and "send email 4 " not in body
-    assert "5 older decisions are in the mission" in body
+    shown = re.findall(r"</span> (send email \d+)\s", body)
+    assert shown == [f"send email {i}" for i in range(DECIDED_SHOWN + 4, 4, -1)]  # the newest, newest first
+    assert f"The newest {DECIDED_SHOWN} are shown, not 5 older ones" in body
 
 
 def test_the_checkpoint_page_compares_with_any_checkpoint_by_number(alice_client, history):
