@@ -147,20 +147,18 @@ def history_shape(mission: Mission) -> HistoryShape:
     """What the whole history looks like, from the few checkpoints that shape it (restores, first
     ones, verified ones; one query along their partial index): one row per restore or verified
     checkpoint a person made, not per checkpoint."""
-    parent_seq = Subquery(Checkpoint.objects.filter(pk=OuterRef("parent_id")).values("seq")[:1])
-    rows = Checkpoint.objects.filter(BRANCH_POINTS, mission_id=mission.pk).annotate(
+    restored = Subquery(Checkpoint.objects.filter(pk=OuterRef("parent_id")).values("seq")[:1])
+    rows = list(Checkpoint.objects.filter(BRANCH_POINTS, mission_id=mission.pk).annotate(
         # Only a restore's parent matters (a lookup per restore, not a join over every checkpoint).
-        parent_seq=Case(When(trigger=Trigger.RESTORE, then=parent_seq)),
+        parent_seq=Case(When(trigger=Trigger.RESTORE, then=restored)),
         head_seq=Subquery(Checkpoint.objects.filter(pk=mission.head_checkpoint_id).values("seq")[:1]),
-    ).values_list("seq", "trigger", "parent_id", "parent_seq", "verified", "head_seq")
-    head_seq, first_seq, jumps, verified = None, None, {}, []
-    for seq, trigger, parent_id, parent_seq, is_verified, head_seq in rows:
-        first_seq = seq if first_seq is None else min(first_seq, seq)
-        if trigger == Trigger.RESTORE or parent_id is None:
-            jumps[seq] = parent_seq
-        if is_verified:
-            verified.append(seq)
-    return HistoryShape(runs=branch_runs(head_seq, jumps), verified=sorted(verified), first=first_seq, last=head_seq)
+    ).values_list("seq", "trigger", "parent_id", "parent_seq", "verified", "head_seq").order_by("seq"))
+    if not rows:
+        return HistoryShape(runs=[], verified=[], first=None, last=None)
+    jumps = {seq: parent_seq for seq, trigger, parent_id, parent_seq, _, _ in rows if trigger == Trigger.RESTORE or parent_id is None}
+    verified = [seq for seq, *_, is_verified, _ in rows if is_verified]
+    head_seq = rows[0][-1]
+    return HistoryShape(runs=branch_runs(head_seq, jumps), verified=verified, first=rows[0][0], last=head_seq)
 
 
 def tree_window(mission: Mission, page: PageRows, runs: list[tuple[int, int]]) -> tuple[CheckpointTree, list[Checkpoint]]:
