@@ -53,6 +53,11 @@ class Trigger(models.TextChoices):
     RESTORE = "restore"
 
 
+# A restore (its parent is the checkpoint it restored), a first checkpoint (no parent) or a verified
+# one: every other checkpoint's parent is the checkpoint written just before it.
+BRANCH_POINTS = Q(trigger=Trigger.RESTORE) | Q(parent__isnull=True) | Q(verified=True)
+
+
 class Checkpoint(Lifecycle):
     """An immutable snapshot of a mission's save state. The state document and the agent's own
     state are stored part by part as blob references, so an unchanged part costs a reference."""
@@ -79,6 +84,9 @@ class Checkpoint(Lifecycle):
         constraints = [models.UniqueConstraint(fields=["mission", "seq"], name="checkpoint_seq_unique_per_mission")]
         indexes = [
             # (The newest checkpoints of a mission are read backwards along the unique (mission, seq) index.)
+            # The few checkpoints that shape a history (restores, first ones, verified ones) are read
+            # without scanning the others: the mission page draws any history from them.
+            models.Index(fields=["mission", "seq"], name="checkpoint_branch_points", condition=BRANCH_POINTS),
             # Pruning looks for old, unverified background snapshots across all missions.
             models.Index(
                 fields=["created_at", "mission"],

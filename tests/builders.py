@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 import pytest
 
+from checkpoints.models import Checkpoint, Trigger
 from quests.models import Approval, Milestone, Mission, Run
 from quests.services import approvals, missions, operations, records, runs
 from quests.services.audit import Actor
@@ -105,3 +106,43 @@ def opening_tag(html: str, element_id: str) -> str:
     found = re.search(rf'<[a-z]+\b[^>]*\bid="{re.escape(element_id)}"[^>]*>', html)
     assert found, f"no element with id {element_id!r}"
     return found.group(0)
+
+
+def long_history(
+    user, count: int, *, restore_every: int = 250, verified_every: int = 100, run_length: int = 25, title: str = "A long history",
+) -> Mission:
+    """A stopped mission with `count` checkpoints written in a few statements (the services would
+    take minutes for thousands): runs of `run_length` checkpoints, every `verified_every`-th
+    verified, and every `restore_every`-th a restore to three checkpoints back, which sets the two
+    between aside. (Restores and verifications are a person's acts: the defaults keep them rare.)"""
+    agent = agent_for(user)
+    mission, run = running(user, title, agent=agent)
+    first, _ = records.checkpoint_create(actor=agent, run_id=run.pk, agent_state={"step": 0})
+    runs.run_stop(actor=agent, run_id=run.pk, reason="blocked_external", detail="Waiting")
+    start = Checkpoint.objects.filter(mission=mission).order_by("-seq").first()
+    seqs = range(start.seq + 1, count + 1)
+    run_rows = Run.objects.bulk_create(
+        Run(mission=mission, number=2 + i, agent="bulk-agent", ended_at=start.created_at, stop_reason="blocked_external")
+        for i in range(len(seqs) // run_length + 1)
+    )
+    rows = Checkpoint.objects.bulk_create(
+        Checkpoint(
+            mission=mission, seq=seq, run=None if seq % restore_every == 0 else run_rows[(seq - start.seq) // run_length],
+            trigger=Trigger.RESTORE if seq % restore_every == 0 else Trigger.AGENT, hash=start.hash, verified=seq % verified_every == 0,
+            note=f"Restored from #{seq - 3}" if seq % restore_every == 0 else "", state_refs=start.state_refs,
+            agent_state_refs=first.agent_state_refs, size_bytes=start.size_bytes,
+        )
+        for seq in seqs
+    )
+    by_seq = {c.seq: c for c in [start, *rows]}
+    for c in rows:
+        parent_seq = c.seq - 3 if c.trigger == Trigger.RESTORE else c.seq - 1
+        c.parent = by_seq.get(parent_seq) or by_seq.get(c.seq - 1)
+    Checkpoint.objects.bulk_update(rows, ["parent"], batch_size=2000)
+    head = rows[-1] if rows else start
+    verified = [c for c in rows if c.verified]
+    Mission.objects.filter(pk=mission.pk).update(
+        head_checkpoint=head, last_verified_checkpoint=verified[-1] if verified else None, next_checkpoint_seq=head.seq + 1,
+    )
+    mission.refresh_from_db()
+    return mission

@@ -7,7 +7,10 @@ from django.test.utils import CaptureQueriesContext
 
 from quests.services import approvals, records, runs
 from quests.services.tokens import token_create
-from tests.builders import agent_for, fast_password_hashing, person, running, waiting_on_approval, waiting_on_gate  # noqa: F401
+from checkpoints.models import Checkpoint
+from tests.builders import (  # noqa: F401
+    agent_for, fast_password_hashing, long_history, person, running, waiting_on_approval, waiting_on_gate,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -111,3 +114,31 @@ def test_the_tokens_page_makes_the_same_queries_for_1_and_200_tokens(client, ali
     with django_assert_max_num_queries(MAX_QUERIES["tokens"]):
         client.get("/tokens/")
     assert queries(client, "/tokens/") == one
+
+
+def test_the_mission_and_checkpoint_pages_make_the_same_queries_for_10_and_300_checkpoints_with_branches(client, alice, django_assert_max_num_queries):
+    """Windows of the history (the tree around a checkpoint, a page of the timeline, the overview)
+    cost the same whatever its length, restores and branches included."""
+    client.force_login(alice)
+
+    def urls(mission) -> list[tuple[str, str]]:
+        seqs = dict(Checkpoint.objects.filter(mission=mission).values_list("seq", "pk"))
+        middle = seqs[len(seqs) // 2]
+        return [
+            (f"/missions/{mission.pk}/", "mission"),
+            (f"/missions/{mission.pk}/?at={middle}", "mission"),
+            (f"/missions/{mission.pk}/?at={middle}&before=5", "mission"),
+            (f"/checkpoints/{middle}/", "checkpoint"),
+            (f"/checkpoints/{middle}/?compare=2", "checkpoint"),
+            (f"/checkpoints/{mission.head_checkpoint_id}/?against={seqs[1]}", "checkpoint"),
+        ]
+
+    def measure(mission) -> list[int]:
+        for url, page in urls(mission):
+            with django_assert_max_num_queries(MAX_QUERIES[page]):
+                client.get(url)
+        return [queries(client, url) for url, _ in urls(mission)]
+
+    assert measure(long_history(alice, 10, restore_every=4, verified_every=3)) == measure(
+        long_history(alice, 300, restore_every=4, verified_every=3, title="Longer")
+    )

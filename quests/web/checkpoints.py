@@ -1,5 +1,5 @@
-"""One checkpoint: its state, and what changed against its parent or another checkpoint of the
-same mission."""
+"""One checkpoint: its state, and what changed against its parent or any other checkpoint of the
+same mission (chosen by its number, or from a few quick choices)."""
 
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
@@ -7,20 +7,28 @@ from django.shortcuts import render
 
 from checkpoints.models import Checkpoint
 from checkpoints.services import checkpoint_documents
-from quests import selectors, statediff
+from quests import selectors_mission, statediff
 from quests.models import Mission
 from quests.services import machine
-from quests.web.pages import get_or_404
+from quests.web.pages import NUMBER_DIGITS, get_or_404, query_number
 
 
 @login_required
 def checkpoint_detail(request: HttpRequest, pk: int) -> HttpResponse:
     checkpoint = get_or_404(request, Checkpoint, pk)
     mission = Mission.objects.get(pk=checkpoint.mission_id)
-    others = list(
-        Checkpoint.objects.filter(mission_id=mission.pk).only(*selectors.CHECKPOINT_LIST_FIELDS).order_by("-seq")
+    raw_seq = request.GET.get("compare")
+    asked_seq = query_number((raw_seq or "").strip().lstrip("#"))
+    choices = selectors_mission.compare_choices(
+        checkpoint, mission, against_id=query_number(request.GET.get("against", "")), seq=asked_seq,
     )
-    against = _against(request, checkpoint, others)
+    error = _compare_error(raw_seq, asked_seq, choices, checkpoint)
+    chosen = None if raw_seq is None or error else choices.asked
+    if chosen is None:
+        asked = choices.by_id.get(query_number(request.GET.get("against", "")) or 0)
+        chosen = asked if asked is not None and asked.pk != checkpoint.pk else choices.by_id.get(checkpoint.parent_id)
+    # The choices are light rows; the one compared with is read whole (its state references).
+    against = Checkpoint.objects.get(pk=chosen.pk) if chosen else None
     state, agent_state = checkpoint_documents(checkpoint)
     changes: list[statediff.Change] = []
     if against is not None:
@@ -34,20 +42,26 @@ def checkpoint_detail(request: HttpRequest, pk: int) -> HttpResponse:
             "mission": mission,
             "state": state,
             "agent_state": agent_state,
-            "others": [c for c in others if c.pk != checkpoint.pk],
-            "parent": next((c for c in others if c.pk == checkpoint.parent_id), None),
+            "quick": choices.quick,
+            "parent": choices.by_id.get(checkpoint.parent_id),
             "against": against,
             "changes": changes,
+            "compare_error": error,
+            "compare_value": (raw_seq or "")[:NUMBER_DIGITS + 2] if error else (against.seq if against else ""),
             "can_restore": machine.can(mission, "restore"),
         },
+        status=422 if error else 200,
     )
 
 
-def _against(request: HttpRequest, checkpoint: Checkpoint, others: list[Checkpoint]) -> Checkpoint | None:
-    """The checkpoint to compare with: the one asked for (of the same mission), else the parent."""
-    by_id = {c.pk: c for c in others}
-    raw = request.GET.get("against", "")
-    chosen = by_id.get(int(raw)) if raw.isdigit() and int(raw) != checkpoint.pk else None
-    chosen = chosen or (by_id.get(checkpoint.parent_id) if checkpoint.parent_id else None)
-    # The list holds light rows; the one compared with is read whole (its state references).
-    return Checkpoint.objects.get(pk=chosen.pk) if chosen else None
+def _compare_error(raw: str | None, seq: int | None, choices: selectors_mission.CompareChoices, checkpoint: Checkpoint) -> str:
+    """Why the number typed in "Compare with #" names nothing to compare with ("" when it does)."""
+    if raw is None:
+        return ""
+    if seq is None:
+        return "Write the number of a checkpoint of this mission, such as 12."
+    if seq == checkpoint.seq:
+        return f"#{seq} is this checkpoint: choose another one to compare with."
+    if choices.asked is None:
+        return f"This mission has no checkpoint #{seq}."
+    return ""

@@ -2,6 +2,7 @@
 confirmation step)."""
 
 from typing import Any
+from urllib.parse import urlencode
 
 from django.conf import settings
 from django.contrib.auth.decorators import login_required
@@ -15,7 +16,7 @@ from quests import selectors
 from quests.forms import RestoreForm
 from quests.models import Mission, MissionStatus
 from quests.services import machine, missions
-from quests.web.pages import Problem, act, actor, answer, get_or_404, mission_url, page, render_page
+from quests.web.pages import Problem, act, actor, answer, get_or_404, mission_url, page, query_number, render_page
 
 TEMPLATE = "quests/mission.html"
 FRAGMENTS = {"mission-body"}
@@ -33,10 +34,22 @@ def poll_every(mission: Mission) -> float | None:
     return None
 
 
+def history_window(request: HttpRequest) -> selectors.HistoryWindow:
+    """The window of history the page shows, from its URL query. After an action the page comes
+    back as it was (pages.answer hands the query of the form's `next` on as the request's GET).
+    Anything unreadable is the default."""
+    params = request.GET
+    return selectors.HistoryWindow(
+        at=query_number(params.get("at")), near=query_number(params.get("near")), before=query_number(params.get("before")),
+    )
+
+
 @page("mission", TEMPLATE, fragments=FRAGMENTS)
 def mission_context(request: HttpRequest, pk: int, problem: Problem | None = None, *, mission: Mission | None = None) -> dict[str, Any]:
     mission = mission or get_or_404(request, Mission, pk)
-    page_data = selectors.mission_page(mission)
+    window = history_window(request)
+    page_data = selectors.mission_page(mission, window)
+    query = urlencode(window.query())
     inline = {("constraint", "add"), ("controls", pk), ("restore", pk)}
     inline |= {("approval", a.pk) for a in page_data.pending_approvals}
     inline |= {("milestone", m.pk) for m in page_data.milestones if m.is_awaiting_review}
@@ -50,7 +63,30 @@ def mission_context(request: HttpRequest, pk: int, problem: Problem | None = Non
         # A form that vanished with the change (an approval someone else decided) shows its
         # problem at the top instead.
         "problem_inline": problem is not None and problem.target in inline,
-        "page_url": mission_url(page_data.mission.pk),
+        # The page's own address keeps its window (shareable; the back button and the poll keep it).
+        "page_url": mission_url(page_data.mission.pk) + (f"?{query}" if query else ""),
+        "window_query": query,
+        "links": window_links(mission_url(page_data.mission.pk), page_data),
+    }
+
+
+def window_links(base: str, page_data: selectors.MissionPage) -> dict[str, str | None]:
+    """The addresses that move one window and keep the other."""
+    window, tree, timeline = page_data.window, page_data.tree, page_data.timeline
+
+    def url(**changes: Any) -> str:
+        query = urlencode(window.query(**changes))
+        return base + (f"?{query}" if query else "")
+
+    return {
+        "earlier": url(at=tree.earlier.pk, near=None) if tree.earlier else None,
+        "later": url(at=tree.later.pk, near=None) if tree.later else None,
+        "head": url(at=None, near=None) if window.at is not None or window.near is not None else None,
+        "older": url(before=timeline.older) if timeline.older else None,
+        "newer": url(before=timeline.newer) if not timeline.is_latest and timeline.newer else None,
+        "latest": url(before=None) if not timeline.is_latest else None,
+        # The overview strip's links (`?near=<number>`) keep the timeline's page.
+        "keep_before": f"&{urlencode({'before': window.before})}" if window.before is not None else "",
     }
 
 

@@ -71,6 +71,16 @@ def get_or_404(request: HttpRequest, model: type[M], pk: int) -> M:
         raise Http404(f"No {model._meta.verbose_name} with id {pk}.")
 
 
+# Larger numbers are no checkpoint's number or id (and would overflow the database's integers).
+NUMBER_DIGITS = 9
+
+
+def query_number(raw: str | None) -> int | None:
+    """A number from a URL query (a checkpoint's number or id); anything else is None."""
+    raw = (raw or "").strip()
+    return int(raw) if raw.isdigit() and len(raw) <= NUMBER_DIGITS else None
+
+
 def mission_url(mission_id: int) -> str:
     return reverse("mission", args=[mission_id])
 

@@ -1,0 +1,327 @@
+"""Read side of the mission page, at any size. The page shows windows of a mission's history, never
+all of it: the checkpoint tree around a chosen checkpoint, the newest runs and checkpoints of the
+timeline (paged by checkpoint number), the newest decided approvals with a count of the rest, and
+an overview of the whole history in a fixed number of buckets. Each is a fixed number of queries
+returning a bounded number of rows, whatever the number of checkpoints or runs."""
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.db.models import Case, Count, F, OuterRef, Q, Subquery, Value, When, Window
+from django.db.models.functions import Coalesce, RowNumber
+
+from checkpoints.models import BRANCH_POINTS, Checkpoint, Record, Trigger
+from quests.checkpoint_tree import TREE_REACH, CheckpointTree, HistoryShape, Overview, branch_runs, checkpoint_tree, overview
+from quests.models import Approval, ApprovalStatus, Constraint, Milestone, Mission, MissionStatus, ReviewStatus, Run
+from quests.services import machine
+from quests.selectors_common import HEAVY_CHECKPOINT_FIELDS
+from quests.services.bundle import resume_bundle
+
+CHECKPOINT_LIST_FIELDS = ("id", "mission_id", "run_id", "parent_id", "seq", "trigger", "verified", "note", "created_at", "hash", "size_bytes")
+TIMELINE_SIZE = 20
+DECIDED_SHOWN = 10
+# Larger than any checkpoint number or id: an upper bound that lets every row through.
+NO_BOUND = 2**31 - 1
+
+
+@dataclass
+class HistoryWindow:
+    """What the URL asks the mission page to show: the checkpoint centred in the tree (`at`, an id,
+    or else `near`, the first checkpoint numbered from there, as the overview strip links) and the
+    timeline page (`before`, a checkpoint number). None is the default: the head, the newest."""
+
+    at: int | None = None
+    before: int | None = None
+    near: int | None = None
+
+    def query(self, **changes: Any) -> dict[str, int]:
+        """The URL query of this window with some of it changed (None drops a key)."""
+        state = {"at": self.at, "near": self.near, "before": self.before, **changes}
+        return {key: value for key, value in state.items() if value is not None}
+
+
+@dataclass
+class TimelineEntry:
+    """One run with the checkpoints it wrote, or a checkpoint no run wrote (a restore, a pause)."""
+
+    at: Any
+    run: Run | None = None
+    checkpoints: list[Checkpoint] = field(default_factory=list)
+
+
+def timeline(runs: list[Run], checkpoints: list[Checkpoint]) -> list[TimelineEntry]:
+    by_run: dict[int, TimelineEntry] = {r.pk: TimelineEntry(at=r.started_at, run=r) for r in runs}
+    loose: list[TimelineEntry] = []
+    for c in sorted(checkpoints, key=lambda c: c.seq):
+        if c.run_id in by_run:
+            by_run[c.run_id].checkpoints.append(c)
+        else:
+            loose.append(TimelineEntry(at=c.created_at, checkpoints=[c]))
+    return sorted([*by_run.values(), *loose], key=lambda e: e.at, reverse=True)
+
+
+@dataclass
+class TimelinePage:
+    entries: list[TimelineEntry]
+    # The `before` of the next older page, and of the next newer one (None: the newest page).
+    older: int | None
+    newer: int | None
+    is_latest: bool
+
+
+@dataclass
+class PageRows:
+    """The checkpoint rows the page draws: the tree's window (oldest first) with its chosen one and
+    the last verified one, the timeline's page (newest first, one more to say there is more) and
+    where the newer timeline page ends (None: the newest page)."""
+
+    tree: list[Checkpoint]
+    chosen: Checkpoint | None
+    last_verified: Checkpoint | None
+    timeline: list[Checkpoint]
+    newer: int | None
+
+
+def page_rows(mission: Mission, window: HistoryWindow) -> PageRows:
+    """One query for every checkpoint row the page draws: the chosen checkpoint (`at` if it is this
+    mission's, else the first numbered from `near`, else the head) with TREE_REACH + 1 checkpoints
+    either side, the last verified one (for the restore picker) and the newest TIMELINE_SIZE + 1
+    numbered below `before`. The windows' bounds are computed by the database along the (mission,
+    seq) index and come back with every row, so they are split here without another query."""
+    mine = Checkpoint.objects.filter(mission_id=mission.pk)
+
+    def seq_at(rows: Any, offset: int) -> Subquery:
+        return Subquery(rows.values("seq")[offset:offset + 1])
+
+    candidates = [mine.filter(pk=window.at)] if window.at else []
+    candidates += [mine.filter(seq__gte=window.near).order_by("seq")] if window.near is not None else []
+    candidates += [mine.filter(pk=mission.head_checkpoint_id)]
+    chosen_seq = Coalesce(*(seq_at(c, 0) for c in candidates), Value(None))
+    before = window.before if window.before is not None else NO_BOUND
+    bounds = {
+        "chosen_seq": chosen_seq,
+        "tree_low": Coalesce(seq_at(mine.filter(seq__lt=chosen_seq).order_by("-seq"), TREE_REACH), Value(0)),
+        "tree_high": Coalesce(seq_at(mine.filter(seq__gt=chosen_seq).order_by("seq"), TREE_REACH), Value(NO_BOUND)),
+        "timeline_low": Coalesce(seq_at(mine.filter(seq__lt=before).order_by("-seq"), TIMELINE_SIZE), Value(0)),
+        # The newer timeline page ends just below the checkpoint TIMELINE_SIZE places up from `before`.
+        "newer_bound": seq_at(mine.filter(seq__gte=before).order_by("seq"), TIMELINE_SIZE),
+    }
+    wanted = (
+        Q(seq__gte=bounds["tree_low"], seq__lte=bounds["tree_high"])
+        | Q(pk=mission.last_verified_checkpoint_id)
+        | Q(seq__gte=bounds["timeline_low"], seq__lt=before)
+    )
+    rows = list(mine.filter(wanted).annotate(**bounds).only(*CHECKPOINT_LIST_FIELDS).order_by("seq"))
+    last_verified = next((c for c in rows if c.pk == mission.last_verified_checkpoint_id), None)
+    tree = [c for c in rows if c.tree_low <= c.seq <= c.tree_high or c == last_verified]
+    return PageRows(
+        tree=tree,
+        chosen=next((c for c in rows if c.seq == c.chosen_seq), None),
+        last_verified=last_verified,
+        timeline=[c for c in reversed(rows) if c.timeline_low <= c.seq < before],
+        newer=rows[0].newer_bound if rows and window.before is not None else None,
+    )
+
+
+def timeline_page(mission: Mission, window: HistoryWindow, rows: PageRows) -> TimelinePage:
+    """The timeline's page of checkpoints with the runs that wrote them, and the runs without
+    checkpoints started in that stretch of time (one query)."""
+    has_older = len(rows.timeline) > TIMELINE_SIZE
+    shown = rows.timeline[:TIMELINE_SIZE]
+    started_here = Q()
+    if has_older:
+        started_here &= Q(started_at__gte=shown[-1].created_at)
+    if window.before is not None:
+        newer_start = Checkpoint.objects.filter(mission_id=mission.pk, seq=window.before).values("created_at")[:1]
+        started_here &= Q(started_at__lt=Subquery(newer_start))
+    run_ids = {c.run_id for c in shown if c.run_id}
+    runs = list(Run.objects.filter(Q(pk__in=run_ids) | started_here, mission_id=mission.pk).order_by("-number")[:TIMELINE_SIZE])
+    return TimelinePage(
+        entries=timeline(runs, shown), older=shown[-1].seq if has_older else None, newer=rows.newer,
+        is_latest=window.before is None,
+    )
+
+
+def history_shape(mission: Mission) -> HistoryShape:
+    """What the whole history looks like, from the few checkpoints that shape it (restores, first
+    ones, verified ones; one query along their partial index): one row per restore or verified
+    checkpoint a person made, not per checkpoint."""
+    restored = Subquery(Checkpoint.objects.filter(pk=OuterRef("parent_id")).values("seq")[:1])
+    rows = list(Checkpoint.objects.filter(BRANCH_POINTS, mission_id=mission.pk).annotate(
+        # Only a restore's parent matters (a lookup per restore, not a join over every checkpoint).
+        parent_seq=Case(When(trigger=Trigger.RESTORE, then=restored)),
+        head_seq=Subquery(Checkpoint.objects.filter(pk=mission.head_checkpoint_id).values("seq")[:1]),
+    ).values_list("seq", "trigger", "parent_id", "parent_seq", "verified", "head_seq").order_by("seq"))
+    if not rows:
+        return HistoryShape(runs=[], verified=[], first=None, last=None)
+    jumps = {seq: parent_seq for seq, trigger, parent_id, parent_seq, _, _ in rows if trigger == Trigger.RESTORE or parent_id is None}
+    verified = [seq for seq, *_, is_verified, _ in rows if is_verified]
+    head_seq = rows[0][-1]
+    return HistoryShape(runs=branch_runs(head_seq, jumps), verified=verified, first=rows[0][0], last=head_seq)
+
+
+def tree_window(mission: Mission, page: PageRows, runs: list[tuple[int, int]]) -> tuple[CheckpointTree, list[Checkpoint]]:
+    """The tree around the chosen checkpoint, and its checkpoints newest first."""
+    rows, chosen, last_verified = page.tree, page.chosen, page.last_verified
+    if chosen is None:
+        return checkpoint_tree([], None, [], None, runs), []
+    older = [c for c in reversed(rows) if c.seq < chosen.seq]
+    newer = [c for c in rows if c.seq > chosen.seq]
+    if last_verified is not None and last_verified.seq < chosen.seq and last_verified not in older[: TREE_REACH + 1]:
+        older.remove(last_verified)
+    if last_verified is not None and last_verified.seq > chosen.seq and last_verified not in newer[: TREE_REACH + 1]:
+        newer.remove(last_verified)
+    tree = checkpoint_tree(older, chosen, newer, mission.head_checkpoint_id, runs)
+    shown = sorted((n.checkpoint for n in tree.nodes), key=lambda c: c.seq, reverse=True)
+    return tree, shown
+
+
+def approvals(mission: Mission) -> tuple[list[Approval], list[Approval], int]:
+    """Every pending approval, the newest DECIDED_SHOWN decided ones and how many are decided in
+    all: one query (numbered and counted per group, the pending ones and the decided ones)."""
+    pending = Q(status=ApprovalStatus.PENDING)
+    group = Case(When(pending, then=Value(True)), default=Value(False))
+    rows = list(
+        Approval.objects.filter(mission=mission)
+        .annotate(
+            newest=Window(RowNumber(), partition_by=[group], order_by=F("id").desc()),
+            in_group=Window(Count("id"), partition_by=[group]),
+        )
+        .filter(pending | Q(newest__lte=DECIDED_SHOWN))
+        .order_by("id")
+    )
+    waiting = [a for a in rows if a.status == ApprovalStatus.PENDING]
+    decided = sorted((a for a in rows if a.status != ApprovalStatus.PENDING), key=lambda a: a.pk, reverse=True)
+    return waiting, decided, (decided[0].in_group if decided else 0)
+
+
+@dataclass
+class MissionPage:
+    mission: Mission
+    window: HistoryWindow
+    bundle: dict[str, Any]
+    constraints: list[Constraint]
+    pending_approvals: list[Approval]
+    decided_approvals: list[Approval]
+    decided_total: int
+    milestones: list[Milestone]
+    tree: CheckpointTree
+    tree_checkpoints: list[Checkpoint]
+    overview: Overview
+    timeline: TimelinePage
+    operations: list[dict[str, Any]]
+    progress: dict[str, int]
+    badges: list[Milestone]
+    restore_choices: list[Checkpoint]
+    restore_default: Checkpoint | None
+    can: dict[str, bool]
+
+    @property
+    def running(self) -> bool:
+        return self.mission.status == MissionStatus.RUNNING
+
+    @property
+    def has_checkpoints(self) -> bool:
+        return self.tree.chosen is not None
+
+    @property
+    def decided_hidden(self) -> int:
+        return self.decided_total - len(self.decided_approvals)
+
+    @property
+    def percent(self) -> int:
+        planned = self.progress["planned"]
+        return round(100 * self.progress["approved"] / planned) if planned else 0
+
+    @property
+    def records(self) -> list[tuple[str, str, list[dict[str, Any]]]]:
+        sections = [
+            ("open_questions", "Open questions"),
+            ("blockers", "Blockers"),
+            ("dependencies", "Dependencies"),
+            ("decisions", "Decisions"),
+        ]
+        return [(key, label, self.bundle[key]) for key, label in sections]
+
+
+def mission_page(mission: Mission, window: HistoryWindow | None = None) -> MissionPage:
+    """Everything the mission page shows. The sentence, the next action, the live records and the
+    ledger come from the resume bundle, so the page says exactly what the next run is told."""
+    window = window or HistoryWindow()
+    bundle = resume_bundle(mission)
+    constraints = list(Constraint.objects.filter(mission=mission).select_related("replaces").order_by("id"))
+    pending, decided, decided_total = approvals(mission)
+    milestones = list(
+        Milestone.objects.filter(mission=mission).select_related("checkpoint").defer(*HEAVY_CHECKPOINT_FIELDS).order_by("id")
+    )
+    evidence_ids = {pk for m in milestones for pk in m.evidence or [] if isinstance(pk, int)}
+    evidence = Record.objects.filter(mission=mission, pk__in=evidence_ids).in_bulk() if evidence_ids else {}
+    for m in milestones:
+        m.evidence_records = [evidence[pk] for pk in m.evidence or [] if pk in evidence]
+    approved = [m for m in milestones if m.review_status == ReviewStatus.APPROVED]
+    operations = sorted((op for group in bundle["operations"].values() for op in group), key=lambda op: op["id"])
+    shape = history_shape(mission)
+    rows = page_rows(mission, window)
+    tree, shown = tree_window(mission, rows, shape.runs)
+    last_verified = rows.last_verified
+    choices = [*shown, *([last_verified] if last_verified and last_verified not in shown else [])]
+    asked = tree.chosen is not None and (window.at == tree.chosen.checkpoint.pk or window.near is not None)
+    explicit = tree.chosen.checkpoint if asked else None
+    return MissionPage(
+        mission=mission,
+        window=window,
+        bundle=bundle,
+        constraints=constraints,
+        pending_approvals=pending,
+        decided_approvals=decided,
+        decided_total=decided_total,
+        milestones=milestones,
+        tree=tree,
+        tree_checkpoints=shown,
+        overview=overview(shape, tree.chosen.checkpoint.seq if tree.chosen else None),
+        timeline=timeline_page(mission, window, rows),
+        operations=operations,
+        progress=mission.progress_of(milestones),
+        badges=approved,
+        restore_choices=choices,
+        restore_default=explicit or last_verified or (tree.chosen.checkpoint if tree.chosen else None),
+        can={event: machine.can(mission, event) for event in ("pause", "unpause", "cancel", "restore")},
+    )
+
+
+# ---- checkpoint page --------------------------------------------------------------------------
+
+@dataclass
+class CompareChoices:
+    """The checkpoints a checkpoint page offers to compare with, and the one asked for by number."""
+
+    quick: list[tuple[str, Checkpoint]]
+    by_id: dict[int, Checkpoint]
+    asked: Checkpoint | None
+
+
+def compare_choices(checkpoint: Checkpoint, mission: Mission, *, against_id: int | None, seq: int | None) -> CompareChoices:
+    """One query, a handful of rows: the parent, the previous and the next checkpoint by number, the
+    last verified one, the current head, the one asked for by id and the one asked for by number."""
+    mine = Checkpoint.objects.filter(mission_id=mission.pk)
+    previous = Subquery(mine.filter(seq__lt=checkpoint.seq).order_by("-seq").values("seq")[:1])
+    following = Subquery(mine.filter(seq__gt=checkpoint.seq).order_by("seq").values("seq")[:1])
+    ids = {pk for pk in (checkpoint.parent_id, mission.last_verified_checkpoint_id, mission.head_checkpoint_id, against_id) if pk}
+    wanted = Q(pk__in=ids) | Q(seq=previous) | Q(seq=following) | Q(seq=seq if seq is not None else -1)
+    rows = list(mine.filter(wanted).only(*CHECKPOINT_LIST_FIELDS).order_by("seq"))
+    by_seq = {c.seq: c for c in rows}
+    by_id = {c.pk: c for c in rows}
+    before = [c for c in rows if c.seq < checkpoint.seq]
+    after = [c for c in rows if c.seq > checkpoint.seq]
+    labelled = [
+        ("the parent", by_id.get(checkpoint.parent_id)),
+        ("the previous one", before[-1] if before else None),
+        ("the next one", after[0] if after else None),
+        ("the last verified", by_id.get(mission.last_verified_checkpoint_id)),
+        ("the current one", by_id.get(mission.head_checkpoint_id)),
+    ]
+    quick: list[tuple[str, Checkpoint]] = []
+    for label, c in labelled:
+        if c is not None and c.pk != checkpoint.pk and all(c.pk != shown.pk for _, shown in quick):
+            quick.append((label, c))
+    return CompareChoices(quick=quick, by_id=by_id, asked=by_seq.get(seq) if seq is not None else None)
