@@ -114,10 +114,27 @@ def quest_card(mission: Mission) -> QuestCard:
 BOARD_PAGE_SIZE = 25
 
 
+def _by_status(missions: QuerySet[Mission]) -> dict[str, dict[str, Any]]:
+    """Per status: how many missions, the sum of their state versions and their latest change.
+    One query, answered from the mission_owner_status index alone (it carries both columns)."""
+    rows = missions.values("status").annotate(n=Count("*"), v=Sum("state_version"), u=Max("updated_at")).order_by()
+    return {row["status"]: row for row in rows}
+
+
+def _version(by_status: dict[str, dict[str, Any]]) -> str:
+    """Changes whenever anything a quest card shows may have changed: a quest added or removed, a
+    status, any save state (state_version) or any other change (updated_at)."""
+    rows = by_status.values()
+    latest = max((row["u"] for row in rows), default=None)
+    return f"{sum(row['n'] for row in rows)}.{sum(row['v'] or 0 for row in rows)}.{latest.timestamp() if latest else 0}"
+
+
 def board(user, status: str | None = None, q: str = "", page: Any = 1) -> dict[str, Any]:
-    """One page of the board and the exact count per status of what the search matches: the
-    page's cost does not depend on how many quests there are."""
-    counts = dict(search_missions(visible(Actor(user=user), Mission), q).values_list("status").annotate(n=Count("id")).order_by())
+    """One page of the board, the exact count per status of what the search matches and the
+    version its poll compares: the page's cost does not depend on how many quests there are."""
+    everything = _by_status(visible(Actor(user=user), Mission))
+    matched = _by_status(search_missions(visible(Actor(user=user), Mission), q)) if q else everything
+    counts = {value: row["n"] for value, row in matched.items()}
     paginator = Paginator(board_missions(user, status, q), BOARD_PAGE_SIZE)
     # The counts per status already say how many quests the page walks through: no second count.
     paginator.count = counts.get(status, 0) if status else sum(counts.values())
@@ -128,18 +145,16 @@ def board(user, status: str | None = None, q: str = "", page: Any = 1) -> dict[s
         "cards": cards,
         "status_counts": [(value, label, counts.get(value, 0)) for value, label in MissionStatus.choices],
         "total": sum(counts.values()),
+        # Whether to explain how a first quest starts: not when a search merely found nothing.
+        "any_quest": bool(everything),
         "any_running": counts.get(MissionStatus.RUNNING, 0) > 0,
+        "version": _version(everything),
     }
 
 
-def has_quests(user) -> bool:
-    return visible(Actor(user=user), Mission).exists()
-
-
 def board_version(user) -> str:
-    """Changes whenever anything a quest card shows may have changed (one query)."""
-    agg = visible(Actor(user=user), Mission).aggregate(v=Sum("state_version"), u=Max("updated_at"), n=Count("id"))
-    return f"{agg['n']}.{agg['v'] or 0}.{agg['u'].timestamp() if agg['u'] else 0}"
+    """What the board's poll compares (one query)."""
+    return _version(_by_status(visible(Actor(user=user), Mission)))
 
 
 def mission_version(mission: Mission) -> str:

@@ -2,12 +2,12 @@ from quests.models import Approval, ApprovalStatus, Milestone
 
 
 def inbox_approvals(user):
-    return Approval.objects.filter(mission__owner=user, status=ApprovalStatus.PENDING)
+    return Approval.objects.filter(owner=user, status=ApprovalStatus.PENDING)
 
 
 def inbox_milestones(user):
     """Gate milestones wait on a person; others are reviewable too but do not block."""
-    return Milestone.objects.awaiting_review().filter(mission__owner=user)
+    return Milestone.objects.awaiting_review().filter(owner=user)
 
 
 def inbox_count(user) -> int:

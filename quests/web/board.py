@@ -32,9 +32,6 @@ def board_context(request: HttpRequest, problem: Problem | None = None) -> dict[
         "status": status,
         "q": q,
         "query": urlencode(state),
-        # Whether to explain how a first quest starts: not when a search merely found nothing.
-        "any_quest": board["total"] > 0 or (bool(q) and selectors.has_quests(request.user)),
-        "version": selectors.board_version(request.user),
         "problem": problem,
         "page_url": reverse("board") + (f"?{urlencode(here)}" if here else ""),
         "poll_query": urlencode(here),
