@@ -36,6 +36,7 @@ class NextStep:
     label: str
     url: str
     post: bool = False
+    page: str = ""  # the quest's own page
 
 
 @dataclass
@@ -65,8 +66,8 @@ def _pending_from(mission: Mission, milestones: list[Milestone]) -> machine.Pend
 def next_step(mission: Mission, action: str) -> NextStep:
     page = f"/missions/{mission.pk}/"
     if action == "await_user" and mission.status == MissionStatus.PAUSED:
-        return NextStep("Resume", f"{page}unpause/", post=True)
-    return {
+        return NextStep("Resume", f"{page}unpause/", post=True, page=page)
+    step = {
         "await_approval": NextStep("Review now", f"{page}#approvals"),
         "await_user": NextStep("Look at it", page),
         "in_progress": NextStep("Watch progress", page),
@@ -74,6 +75,13 @@ def next_step(mission: Mission, action: str) -> NextStep:
         "retry_external": NextStep("See what blocks it", page),
         "none": NextStep("Look back", page),
     }.get(action, NextStep("Open quest", page))
+    step.page = page
+    return step
+
+
+# A card never shows these: the current save-state document (its references grow with the mission)
+# and the objective (searched in SQL, not shown).
+BOARD_UNREAD_FIELDS = ("objective", "state_refs", "state_pending", "state_report")
 
 
 def board_missions(user, status: str | None = None, q: str = "") -> QuerySet[Mission]:
@@ -93,7 +101,7 @@ def board_missions(user, status: str | None = None, q: str = "") -> QuerySet[Mis
             "milestones",
             queryset=Milestone.objects.only("id", "mission_id", "kind", "title", "review_status", "gate", "withdrawn"),
         )
-    ).order_by("-updated_at", "-id")
+    ).defer(*BOARD_UNREAD_FIELDS).order_by("-updated_at", "-id")
 
 
 def quest_card(mission: Mission) -> QuestCard:
