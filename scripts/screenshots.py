@@ -18,6 +18,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "var" / "screenshots"
+# The README shows these, at both widths.
+README_IMAGES = ROOT / "docs" / "images"
+README_SHOTS = ("board", "mission-approval", "mission-long")
 WIDTHS = {"desktop": {"width": 1280, "height": 900}, "phone": {"width": 390, "height": 844}}
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update", "--disable-sync", "--no-first-run"]
 
@@ -50,6 +53,7 @@ def seed() -> dict[str, int]:
     tokens.token_create(user=demo, name="old laptop agent")
     tokens.token_revoke(user=demo, token_id=tokens.token_create(user=demo, name="retired agent")[0].pk)
     offsite = Mission.objects.get(owner=demo)
+    seed_more_quests(agent)  # first, so the board's first page opens on the quests below
 
     # A deployment waiting for approval, with a correction already made earlier.
     deploy, _ = missions.mission_create(
@@ -108,8 +112,47 @@ def seed() -> dict[str, int]:
     approvals.milestone_review(actor=person, milestone_id=renewed.pk, action="approve")
     runs.run_stop(actor=agent, run_id=run.pk, reason="completed", detail="Renewed until 2027.")
 
+    long_history = seed_long_history(agent, person)
+
     trip.refresh_from_db()
-    return {"offsite": offsite.pk, "deploy": deploy.pk, "trip": trip.pk, "restore_cp": trip.head_checkpoint_id}
+    return {"offsite": offsite.pk, "deploy": deploy.pk, "trip": trip.pk, "restore_cp": trip.head_checkpoint_id, "long": long_history}
+
+
+def seed_long_history(agent, person) -> int:
+    """A mission that has run for months: a few hundred checkpoints over many runs, verified
+    milestones along the way and two restores, so the pictures show the windowed history."""
+    from quests.models import Mission
+    from quests.services import approvals, missions, records, runs
+
+    nightly, _ = missions.mission_create(
+        actor=agent, title="Nightly warehouse sync", objective="Load yesterday's orders into the warehouse every night and flag gaps.",
+        constraints=["Never delete rows in the warehouse"],
+    )
+    for night in range(1, 31):
+        run, _ = runs.run_start(actor=agent, mission_id=nightly.pk, agent="sync-bot")
+        for step in range(7):
+            records.checkpoint_create(actor=agent, run_id=run.pk, agent_state={"night": night, "step": step})
+        if night % 6 == 0:
+            loaded, _ = approvals.milestone_claim(
+                actor=agent, run_id=run.pk, kind="data_verified", title=f"Week {night // 6} loaded", agent_state={"night": night},
+            )
+            approvals.milestone_review(actor=person, milestone_id=loaded.pk, action="approve")
+        if night in (14, 26):
+            missions.mission_pause(actor=person, mission_id=nightly.pk)
+            nightly.refresh_from_db()
+            missions.mission_restore(actor=person, mission_id=nightly.pk, checkpoint_id=nightly.last_verified_checkpoint_id)
+        else:
+            # Between nights the agent waits for the next export, as an outside dependency.
+            runs.run_stop(actor=agent, run_id=run.pk, reason="blocked_external", detail=f"Night {night} loaded; waiting for the next export.")
+    return Mission.objects.get(pk=nightly.pk).pk
+
+
+def seed_more_quests(agent) -> None:
+    """Enough quests that the board pages (the oldest activity, on its last page)."""
+    from quests.services import missions
+
+    for n in range(1, 31):
+        missions.mission_create(actor=agent, title=f"Weekly digest #{n}", objective="Summarise the week's support tickets for the team.")
 
 
 def main() -> int:
@@ -150,7 +193,8 @@ def main() -> int:
         server.terminate()
         server.wait(timeout=10)
         shutil.rmtree(work, ignore_errors=True)
-    print(f"screenshots: saved under {OUT.relative_to(ROOT)}/")
+    publish()
+    print(f"screenshots: saved under {OUT.relative_to(ROOT)}/; the README's under {README_IMAGES.relative_to(ROOT)}/")
     return 0
 
 
@@ -162,6 +206,7 @@ def shoot(base: str, chromium: str, ids: dict[str, int]) -> None:
         ("mission", f"/missions/{ids['offsite']}/"),
         ("mission-approval", f"/missions/{ids['deploy']}/"),
         ("mission-restored", f"/missions/{ids['trip']}/"),
+        ("mission-long", f"/missions/{ids['long']}/"),
         ("checkpoint", f"/checkpoints/{ids['restore_cp']}/"),
         ("approvals", "/approvals/"),
         ("tokens", "/tokens/"),
@@ -189,6 +234,13 @@ def shoot(base: str, chromium: str, ids: dict[str, int]) -> None:
             page.screenshot(path=OUT / f"board-empty-{size_name}.png", full_page=True)
             context.close()
         browser.close()
+
+
+def publish() -> None:
+    README_IMAGES.mkdir(parents=True, exist_ok=True)
+    for name in README_SHOTS:
+        for size_name in WIDTHS:
+            shutil.copyfile(OUT / f"{name}-{size_name}.png", README_IMAGES / f"{name}-{size_name}.png")
 
 
 def login(page, base: str, username: str, password: str) -> None:
