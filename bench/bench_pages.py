@@ -258,7 +258,7 @@ def main() -> None:
         f"Pages: {SMALL[0]:,} missions and {SMALL[1]:,} checkpoints → {LARGE[0]:,} missions and {LARGE[1]:,} checkpoints (small → large)",
         rows,
     )
-    common.note("the board shows a page of 20 quests when there are 20 or more: the small world fills only 10 of them")
+    common.note("the board shows a page of 25 quests when there are 25 or more: the small world fills only 10 of them")
 
 
 if __name__ == "__main__":
