@@ -88,7 +88,7 @@ class Mission(Lifecycle):
             # The board: a page of a person's quests, newest activity first, read in order.
             models.Index(fields=["owner", "-updated_at", "-id"], name="mission_owner_active"),
             # The board's counts per status and its poll's version, from the index alone (PostgreSQL).
-            models.Index(fields=["owner", "status"], include=["state_version", "updated_at"], name="mission_owner_status"),
+            models.Index(fields=["owner", "status"], include=["updated_at"], name="mission_owner_status"),
         ]
 
     def __str__(self) -> str:

@@ -2,11 +2,12 @@
 whatever the number of missions, milestones or checkpoints (annotate + prefetch, never a query per
 row). Decisions about state (next action, messages, what is allowed) come from the services."""
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from django.core.paginator import Paginator
-from django.db.models import Count, Exists, Max, OuterRef, Prefetch, QuerySet, Subquery, Sum
+from django.core.paginator import Page, Paginator
+from django.db.models import Count, Exists, Max, OuterRef, Prefetch, QuerySet, Subquery
 
 from checkpoints.models import Operation, OperationStatus
 from quests.models import (
@@ -123,30 +124,36 @@ BOARD_PAGE_SIZE = 25
 
 
 def _by_status(missions: QuerySet[Mission]) -> dict[str, dict[str, Any]]:
-    """Per status: how many missions, the sum of their state versions and their latest change.
-    One query, answered from the mission_owner_status index alone (it carries both columns)."""
-    rows = missions.values("status").annotate(n=Count("*"), v=Sum("state_version"), u=Max("updated_at")).order_by()
+    """Per status: how many missions and their latest change (updated_at moves with every status
+    change). One query, answered from the mission_owner_status index alone. The save-state version
+    is not summed here: it changes with every checkpoint, and an index carrying it would turn each
+    checkpoint's update of its mission into a non-HOT one."""
+    rows = missions.values("status").annotate(n=Count("*"), u=Max("updated_at")).order_by()
     return {row["status"]: row for row in rows}
 
 
-def _version(by_status: dict[str, dict[str, Any]]) -> str:
-    """Changes whenever anything a quest card shows may have changed: a quest added or removed, a
-    status, any save state (state_version) or any other change (updated_at)."""
-    rows = by_status.values()
-    latest = max((row["u"] for row in rows), default=None)
-    return f"{sum(row['n'] for row in rows)}.{sum(row['v'] or 0 for row in rows)}.{latest.timestamp() if latest else 0}"
+def _version(matched: dict[str, dict[str, Any]], page_versions: Iterable[int]) -> str:
+    """Changes whenever what the page shows may have changed: how many quests are in each status,
+    the latest change of any of them (a quest moving onto the page, or off it, changes one of the
+    two), and the save state of the quests on the page itself."""
+    latest = max((row["u"] for row in matched.values()), default=None)
+    counts = ",".join(f"{status}:{row['n']}" for status, row in sorted(matched.items()))
+    return f"{counts}.{latest.timestamp() if latest else 0}.{sum(page_versions)}"
+
+
+def _page_of(missions: QuerySet[Mission], counts: dict[str, int], status: str | None, page: Any) -> Page:
+    paginator = Paginator(missions, BOARD_PAGE_SIZE)
+    # The counts per status already say how many quests the page walks through: no second count.
+    paginator.count = counts.get(status, 0) if status else sum(counts.values())
+    return paginator.get_page(page)
 
 
 def board(user, status: str | None = None, q: str = "", page: Any = 1) -> dict[str, Any]:
     """One page of the board, the exact count per status of what the search matches and the
     version its poll compares: the page's cost does not depend on how many quests there are."""
-    everything = _by_status(visible(Actor(user=user), Mission))
-    matched = _by_status(search_missions(visible(Actor(user=user), Mission), q)) if q else everything
+    matched = _by_status(search_missions(visible(Actor(user=user), Mission), q))
     counts = {value: row["n"] for value, row in matched.items()}
-    paginator = Paginator(board_missions(user, status, q), BOARD_PAGE_SIZE)
-    # The counts per status already say how many quests the page walks through: no second count.
-    paginator.count = counts.get(status, 0) if status else sum(counts.values())
-    found = paginator.get_page(page)
+    found = _page_of(board_missions(user, status, q), counts, status, page)
     cards = [quest_card(m) for m in found.object_list]
     return {
         "page": found,
@@ -154,15 +161,25 @@ def board(user, status: str | None = None, q: str = "", page: Any = 1) -> dict[s
         "status_counts": [(value, label, counts.get(value, 0)) for value, label in MissionStatus.choices],
         "total": sum(counts.values()),
         # Whether to explain how a first quest starts: not when a search merely found nothing.
-        "any_quest": bool(everything),
+        "any_quest": bool(matched) or (bool(q) and has_quests(user)),
         "any_running": counts.get(MissionStatus.RUNNING, 0) > 0,
-        "version": _version(everything),
+        "version": _version(matched, (m.state_version for m in found.object_list)),
     }
 
 
-def board_version(user) -> str:
-    """What the board's poll compares (one query)."""
-    return _version(_by_status(visible(Actor(user=user), Mission)))
+def board_version(user, status: str | None = None, q: str = "", page: Any = 1) -> str:
+    """What the board's poll compares, for the page it shows (two light queries: no cards)."""
+    matched = _by_status(search_missions(visible(Actor(user=user), Mission), q))
+    missions = search_missions(visible(Actor(user=user), Mission), q)
+    if status:
+        missions = missions.filter(status=status)
+    versions = missions.order_by("-updated_at", "-id").values_list("state_version", flat=True)
+    found = _page_of(versions, {value: row["n"] for value, row in matched.items()}, status, page)
+    return _version(matched, found.object_list)
+
+
+def has_quests(user) -> bool:
+    return visible(Actor(user=user), Mission).exists()
 
 
 def mission_version(mission: Mission) -> str:

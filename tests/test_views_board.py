@@ -191,3 +191,47 @@ def test_the_board_costs_the_same_queries_at_any_size(alice_client, alice):
     with CaptureQueriesContext(connection) as large:
         alice_client.get("/")
     assert len(large.captured_queries) == len(small.captured_queries)
+
+
+# ---- the poll's version: what the page shows, not every quest there is -----------------------
+
+def poll(client, version: str, query: str = ""):
+    return client.get(f"/?{query}{'&' if query else ''}since={version}", HTTP_HX_REQUEST="true", HTTP_HX_TARGET="quest-list")
+
+
+def test_a_save_state_change_of_a_quest_on_the_page_answers_the_poll(alice_client, alice):
+    """A record changes a quest's save state without a status change (no updated_at): the card
+    may show something new, so the poll answers the list."""
+    from quests.selectors import board_version
+    from quests.services import records
+
+    mission, run = running(alice, "Shown quest")
+    version = board_version(alice)
+    records.record_create(actor=agent_for(alice), run_id=run.pk, kind="decision", text="Take the train.")
+    assert poll(alice_client, version).status_code == 200
+
+
+def test_a_save_state_change_of_a_quest_on_another_page_keeps_the_poll_quiet(alice_client, alice):
+    from quests.selectors import board_version
+    from quests.services import records
+
+    mission, run = running(alice, "Oldest activity")  # then pushed to page 2 by newer quests
+    make_quests(alice, BOARD_PAGE_SIZE)
+    version = board_version(alice)
+    assert 'Oldest activity' not in alice_client.get("/").content.decode()
+    records.record_create(actor=agent_for(alice), run_id=run.pk, kind="decision", text="Take the train.")
+    assert poll(alice_client, version).status_code == 204
+    # Page 2 shows it, so page 2's poll answers.
+    assert board_version(alice, page=2) != version
+    page_2 = board_version(alice, page=2)
+    records.record_create(actor=agent_for(alice), run_id=run.pk, kind="decision", text="Book seats.")
+    assert poll(alice_client, page_2, "page=2").status_code == 200
+
+
+def test_the_version_the_page_carries_is_the_one_its_poll_compares(alice_client, alice):
+    from quests.selectors import board, board_version
+
+    running(alice, "Flight")
+    make_quests(alice, 3, title="Train")
+    for status, q, page in ((None, "", 1), ("running", "", 1), (None, "train", 1), ("ready", "train", 2)):
+        assert board(alice, status, q, page)["version"] == board_version(alice, status, q, page)

@@ -48,6 +48,6 @@ class Migration(migrations.Migration):
         ),
         migrations.AddIndex(
             model_name="mission",
-            index=models.Index(fields=["owner", "status"], include=["state_version", "updated_at"], name="mission_owner_status"),
+            index=models.Index(fields=["owner", "status"], include=["updated_at"], name="mission_owner_status"),
         ),
     ]

@@ -17,13 +17,16 @@ TEMPLATE = "quests/board.html"
 FRAGMENTS = {"quest-list"}
 
 
+def board_state(request: HttpRequest) -> tuple[str, str, Any]:
+    """The filter, search and page the address asks for (an unknown status is no filter)."""
+    status = request.GET.get("status") or ""
+    return (status if status in MissionStatus.values else ""), search_text(request.GET), request.GET.get("page") or 1
+
+
 @page("board", TEMPLATE, fragments=FRAGMENTS)
 def board_context(request: HttpRequest, problem: Problem | None = None) -> dict[str, Any]:
-    status = request.GET.get("status") or ""
-    if status not in MissionStatus.values:
-        status = ""
-    q = search_text(request.GET)
-    board = selectors.board(request.user, status or None, q, request.GET.get("page") or 1)
+    status, q, page_number = board_state(request)
+    board = selectors.board(request.user, status or None, q, page_number)
     # The page's own address keeps its filter, search and page (shareable; the back button works).
     state = {key: value for key, value in (("status", status), ("q", q)) if value}
     here = {**state, **({"page": board["page"].number} if board["page"].number > 1 else {})}
@@ -43,6 +46,8 @@ def board_context(request: HttpRequest, problem: Problem | None = None) -> dict[
 @vary_on_headers("HX-Request")
 def board(request: HttpRequest) -> HttpResponse:
     since = request.GET.get("since")
-    if request.htmx and since and since == selectors.board_version(request.user):
-        return HttpResponse(status=204)
+    if request.htmx and since:
+        status, q, page_number = board_state(request)
+        if since == selectors.board_version(request.user, status or None, q, page_number):
+            return HttpResponse(status=204)
     return render_page(request, TEMPLATE, board_context(request), fragments=FRAGMENTS)
