@@ -85,13 +85,20 @@ def next_step(mission: Mission, action: str) -> NextStep:
 BOARD_UNREAD_FIELDS = ("objective", "state_refs", "state_pending", "state_report")
 
 
+# Newest activity first, read along the mission_owner_active index.
+BOARD_ORDER = ("-updated_at", "-id")
+
+
+def _matching(user, status: str | None, q: str) -> QuerySet[Mission]:
+    """The person's missions the board's filter and search select."""
+    qs = search_missions(visible(Actor(user=user), Mission), q)
+    return qs.filter(status=status) if status else qs
+
+
 def board_missions(user, status: str | None = None, q: str = "") -> QuerySet[Mission]:
     """The user's missions with what the board needs annotated, newest activity first: two
     queries for a page of them."""
-    qs = search_missions(visible(Actor(user=user), Mission), q)
-    if status:
-        qs = qs.filter(status=status)
-    return qs.annotate(
+    return _matching(user, status, q).annotate(
         pending_approval_action=Subquery(
             Approval.objects.filter(mission=OuterRef("pk"), status=ApprovalStatus.PENDING).order_by("id").values("action")[:1]
         ),
@@ -102,7 +109,7 @@ def board_missions(user, status: str | None = None, q: str = "") -> QuerySet[Mis
             "milestones",
             queryset=Milestone.objects.only("id", "mission_id", "kind", "title", "review_status", "gate", "withdrawn"),
         )
-    ).defer(*BOARD_UNREAD_FIELDS).order_by("-updated_at", "-id")
+    ).defer(*BOARD_UNREAD_FIELDS).order_by(*BOARD_ORDER)
 
 
 def quest_card(mission: Mission) -> QuestCard:
@@ -151,7 +158,7 @@ def _page_of(missions: QuerySet[Mission], counts: dict[str, int], status: str | 
 def board(user, status: str | None = None, q: str = "", page: Any = 1) -> dict[str, Any]:
     """One page of the board, the exact count per status of what the search matches and the
     version its poll compares: the page's cost does not depend on how many quests there are."""
-    matched = _by_status(search_missions(visible(Actor(user=user), Mission), q))
+    matched = _by_status(_matching(user, None, q))
     counts = {value: row["n"] for value, row in matched.items()}
     found = _page_of(board_missions(user, status, q), counts, status, page)
     cards = [quest_card(m) for m in found.object_list]
@@ -169,11 +176,8 @@ def board(user, status: str | None = None, q: str = "", page: Any = 1) -> dict[s
 
 def board_version(user, status: str | None = None, q: str = "", page: Any = 1) -> str:
     """What the board's poll compares, for the page it shows (two light queries: no cards)."""
-    matched = _by_status(search_missions(visible(Actor(user=user), Mission), q))
-    missions = search_missions(visible(Actor(user=user), Mission), q)
-    if status:
-        missions = missions.filter(status=status)
-    versions = missions.order_by("-updated_at", "-id").values_list("state_version", flat=True)
+    matched = _by_status(_matching(user, None, q))
+    versions = _matching(user, status, q).order_by(*BOARD_ORDER).values_list("state_version", flat=True)
     found = _page_of(versions, {value: row["n"] for value, row in matched.items()}, status, page)
     return _version(matched, found.object_list)
 

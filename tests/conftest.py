@@ -92,6 +92,13 @@ def alice(django_user_model):
 
 
 @pytest.fixture
+def alice_client(client, alice):
+    """The test client signed in as Alice (the page tests' usual caller)."""
+    client.force_login(alice)
+    return client
+
+
+@pytest.fixture
 def bob(django_user_model):
     return django_user_model.objects.create_user("bob", password="bob-password")
 

@@ -12,12 +12,6 @@ from tests.builders import agent_for, fast_password_hashing, new_mission, openin
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture
-def alice_client(client, alice):
-    client.force_login(alice)
-    return client
-
-
 def test_it_sends_people_who_are_not_logged_in_to_the_login_page(client):
     response = client.get("/")
     assert response.status_code == 302

@@ -15,12 +15,6 @@ from tests.builders import agent_for, fast_password_hashing, person, waiting_on_
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture
-def alice_client(client, alice):
-    client.force_login(alice)
-    return client
-
-
 def decide(client, approval, origin: str = "/approvals/", htmx_target: str | None = None, **data):
     extra = {"HTTP_HX_REQUEST": "true", "HTTP_HX_TARGET": htmx_target} if htmx_target else {}
     return client.post(f"/approvals/{approval.pk}/decide/", {"next": origin, **data}, **extra)

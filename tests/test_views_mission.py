@@ -15,12 +15,6 @@ pytestmark = pytest.mark.django_db
 HTMX = {"HTTP_HX_REQUEST": "true", "HTTP_HX_TARGET": "mission-body"}
 
 
-@pytest.fixture
-def alice_client(client, alice):
-    client.force_login(alice)
-    return client
-
-
 def mission_html(client, mission) -> str:
     response = client.get(f"/missions/{mission.pk}/")
     assert response.status_code == 200

@@ -20,12 +20,6 @@ HTMX = {"HTTP_HX_REQUEST": "true", "HTTP_HX_TARGET": "mission-body"}
 
 
 @pytest.fixture
-def alice_client(client, alice):
-    client.force_login(alice)
-    return client
-
-
-@pytest.fixture
 def history(alice):
     """120 checkpoints, a restore every 10th (each setting the two before it aside)."""
     return long_history(alice, 120, restore_every=10, verified_every=7)

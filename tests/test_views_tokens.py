@@ -16,12 +16,6 @@ from tests.builders import fast_password_hashing, new_mission  # noqa: F401
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture
-def alice_client(client, alice):
-    client.force_login(alice)
-    return client
-
-
 def test_a_new_token_is_shown_once_and_works(alice_client, alice):
     response = alice_client.post("/tokens/", {"name": "laptop agent"})
     body = response.content.decode()

@@ -19,13 +19,12 @@ def checkpoint_detail(request: HttpRequest, pk: int) -> HttpResponse:
     mission = Mission.objects.get(pk=checkpoint.mission_id)
     raw_seq = request.GET.get("compare")
     asked_seq = query_number((raw_seq or "").strip().lstrip("#"))
-    choices = selectors_mission.compare_choices(
-        checkpoint, mission, against_id=query_number(request.GET.get("against", "")), seq=asked_seq,
-    )
+    against_id = query_number(request.GET.get("against"))
+    choices = selectors_mission.compare_choices(checkpoint, mission, against_id=against_id, seq=asked_seq)
     error = _compare_error(raw_seq, asked_seq, choices, checkpoint)
     chosen = None if raw_seq is None or error else choices.asked
     if chosen is None:
-        asked = choices.by_id.get(query_number(request.GET.get("against", "")) or 0)
+        asked = choices.by_id.get(against_id or 0)
         chosen = asked if asked is not None and asked.pk != checkpoint.pk else choices.by_id.get(checkpoint.parent_id)
     # The choices are light rows; the one compared with is read whole (its state references).
     against = Checkpoint.objects.get(pk=chosen.pk) if chosen else None

@@ -6,7 +6,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 from django.contrib.auth.decorators import login_required
-from django.http import HttpRequest, HttpResponse, QueryDict
+from django.http import HttpRequest, HttpResponse
 from django.urls import reverse
 from django.views.decorators.http import require_http_methods, require_POST
 from django.views.decorators.vary import vary_on_headers
@@ -15,17 +15,10 @@ from quests import selectors
 from quests.forms import TokenForm, first_error
 from quests.services import tokens
 from quests.services.errors import ServiceError
-from quests.web.pages import Problem, act, page, render_page, search_text
+from quests.web.pages import Problem, act, page, query_number, render_page, search_text
 
 TEMPLATE = "quests/tokens.html"
 FRAGMENTS = {"tokens", "mission-choices"}
-
-
-def _chosen(params: QueryDict) -> int | None:
-    try:
-        return int(params.get("mission") or "")
-    except ValueError:
-        return None
 
 
 @page("tokens", TEMPLATE, fragments=FRAGMENTS)
@@ -34,7 +27,7 @@ def tokens_context(request: HttpRequest, problem: Problem | None = None, *, new_
     # a refused POST. A token just made, or a revoke, starts the form afresh.
     typing = request.POST if request.method == "POST" and "name" in request.POST and not new_token else request.GET
     mission_q = search_text(typing, "mission_q") if "mission_q" in typing else None
-    chosen = _chosen(typing)
+    chosen = query_number(typing.get("mission"))
     choices = selectors.token_mission_choices(request.user, mission_q, chosen)
     if not any(m.pk == chosen for m in choices.missions):
         chosen = None  # not one the person may choose: "All my missions" is the one checked
