@@ -2,12 +2,13 @@
 whatever the number of missions, milestones or checkpoints (annotate + prefetch, never a query per
 row). Decisions about state (next action, messages, what is allowed) come from the services."""
 
+from collections import defaultdict
 from collections.abc import Iterable
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict
 
 from django.core.paginator import Page, Paginator
-from django.db.models import Count, Exists, Max, OuterRef, Prefetch, QuerySet, Subquery
+from django.db.models import Count, Exists, Max, OuterRef, QuerySet, Subquery
+from django.template.defaultfilters import pluralize
 
 from checkpoints.models import Operation, OperationStatus
 from quests.models import (
@@ -24,60 +25,59 @@ from quests.services.access import visible
 from quests.services.audit import Actor
 from quests.selectors_common import search_missions
 from quests.selectors_people import TOKENS_PAGE_SIZE, InboxItem, inbox, token_mission_choices, token_missions, tokens  # noqa: F401
+from quests.templatetags.questlog import label
 # The mission page's read side lives in its own module; its names stay reachable from here.
 from quests.selectors_mission import (  # noqa: F401
     CHECKPOINT_LIST_FIELDS, HistoryWindow, MissionPage, TimelineEntry, mission_page, timeline,
 )
 
 
-@dataclass
-class NextStep:
+class NextStep(TypedDict):
     """The one thing a person can do next on a quest: a link, or a button that posts."""
 
     label: str
     url: str
-    post: bool = False
-    page: str = ""  # the quest's own page
+    post: bool
+    primary: bool  # drawn as the page's main action: a person is what the quest waits for
+    page: str  # the quest's own page
 
 
-@dataclass
-class QuestCard:
-    mission: Mission
-    next_action: str
+class QuestCard(TypedDict):
+    """What one card on the board prints, worked out in Python and flat: the template engine finds
+    `card.key` in a dict at its first try (an object costs it a failed `obj[key]` first), and a
+    board page renders up to BOARD_PAGE_SIZE of them on every load and every poll."""
+
+    id: int
+    title: str
+    status: str
+    status_label: str
+    running: bool
     message: str
-    progress: dict[str, int]
-    badges: list[Milestone]
+    planned: int
+    approved: int
+    progress_text: str
+    badges: list[tuple[str, str]]  # (kind label, title) of each approved milestone
     step: NextStep
 
-    @property
-    def percent(self) -> int:
-        planned = self.progress["planned"]
-        return round(100 * self.progress["approved"] / planned) if planned else 0
 
-
-def _pending_from(mission: Mission, milestones: list[Milestone]) -> machine.Pending:
-    return machine.Pending(
-        approval_action=mission.pending_approval_action,
-        milestone_title=next((m.title for m in milestones if m.is_gate_awaiting_review), None),
-        any_attempted=mission.any_attempted,
-        run_number=mission.active_run_number,
-    )
+# What a card offers for each next action: its label, where on the quest's page it leads, and
+# whether it is the main action (the quest waits for the person).
+STEPS = {
+    "await_approval": ("Review now", "#approvals", True),
+    "await_user": ("Look at it", "", False),
+    "in_progress": ("Watch progress", "", False),
+    "reconcile": ("Check the ledger", "#ledger", True),
+    "retry_external": ("See what blocks it", "", False),
+    "none": ("Look back", "", False),
+}
 
 
 def next_step(mission: Mission, action: str) -> NextStep:
     page = f"/missions/{mission.pk}/"
     if action == "await_user" and mission.status == MissionStatus.PAUSED:
-        return NextStep("Resume", f"{page}unpause/", post=True, page=page)
-    step = {
-        "await_approval": NextStep("Review now", f"{page}#approvals"),
-        "await_user": NextStep("Look at it", page),
-        "in_progress": NextStep("Watch progress", page),
-        "reconcile": NextStep("Check the ledger", f"{page}#ledger"),
-        "retry_external": NextStep("See what blocks it", page),
-        "none": NextStep("Look back", page),
-    }.get(action, NextStep("Open quest", page))
-    step.page = page
-    return step
+        return {"label": "Resume", "url": f"{page}unpause/", "post": True, "primary": True, "page": page}
+    text, anchor, primary = STEPS.get(action, ("Open quest", "", False))
+    return {"label": text, "url": page + anchor, "post": False, "primary": primary, "page": page}
 
 
 # A card never shows these: the current save-state document (its references grow with the mission)
@@ -96,35 +96,54 @@ def _matching(user, status: str | None, q: str) -> QuerySet[Mission]:
 
 
 def board_missions(user, status: str | None = None, q: str = "") -> QuerySet[Mission]:
-    """The user's missions with what the board needs annotated, newest activity first: two
-    queries for a page of them."""
+    """The user's missions with what the board's cards need of their approvals, ledger, runs and
+    gates annotated, newest activity first: one query for a page of them (their milestones are one
+    more, `milestone_rows`)."""
     return _matching(user, status, q).annotate(
         pending_approval_action=Subquery(
             Approval.objects.filter(mission=OuterRef("pk"), status=ApprovalStatus.PENDING).order_by("id").values("action")[:1]
         ),
+        gate_awaiting_review=Subquery(
+            Milestone.objects.gates_awaiting_review().filter(mission=OuterRef("pk")).order_by("id").values("title")[:1]
+        ),
         any_attempted=Exists(Operation.objects.filter(mission=OuterRef("pk"), status=OperationStatus.ATTEMPTED)),
         active_run_number=Subquery(Run.objects.filter(mission=OuterRef("pk"), ended_at__isnull=True).values("number")[:1]),
-    ).prefetch_related(
-        Prefetch(
-            "milestones",
-            queryset=Milestone.objects.only("id", "mission_id", "kind", "title", "review_status", "gate", "withdrawn"),
-        )
     ).defer(*BOARD_UNREAD_FIELDS).order_by(*BOARD_ORDER)
 
 
-def quest_card(mission: Mission) -> QuestCard:
-    milestones = list(mission.milestones.all())
-    pending = _pending_from(mission, milestones)
-    action = machine.next_action(mission, pending)
-    approved = [m for m in milestones if m.review_status == ReviewStatus.APPROVED]
-    return QuestCard(
-        mission=mission,
-        next_action=action,
-        message=machine.message(mission, action, pending),
-        progress=mission.progress_of(milestones),
-        badges=approved,
-        step=next_step(mission, action),
+def milestone_rows(missions: list[Mission]) -> dict[int, list[Any]]:
+    """What a card reads of each mission's milestones (kind, title, review status), in the order
+    they were claimed: plain rows, as building a model instance for each costs more than the card."""
+    rows: dict[int, list[Any]] = defaultdict(list)
+    for row in Milestone.objects.filter(mission__in=missions).values_list("mission_id", "kind", "title", "review_status", named=True):
+        rows[row.mission_id].append(row)
+    return rows
+
+
+def quest_card(mission: Mission, milestones: list[Any]) -> QuestCard:
+    """`mission` comes from board_missions, `milestones` from milestone_rows."""
+    pending = machine.Pending(
+        approval_action=mission.pending_approval_action,
+        milestone_title=mission.gate_awaiting_review,
+        any_attempted=mission.any_attempted,
+        run_number=mission.active_run_number,
     )
+    action = machine.next_action(mission, pending)
+    progress = mission.progress_of(milestones)
+    planned, approved = progress["planned"], progress["approved"]
+    return {
+        "id": mission.pk,
+        "title": mission.title,
+        "status": mission.status,
+        "status_label": label(mission.status),
+        "running": mission.status == MissionStatus.RUNNING,
+        "message": machine.message(mission, action, pending),
+        "planned": planned,
+        "approved": approved,
+        "progress_text": f"{approved} of {planned} milestone{pluralize(planned)} approved",
+        "badges": [(label(m.kind), m.title) for m in milestones if m.review_status == ReviewStatus.APPROVED],
+        "step": next_step(mission, action),
+    }
 
 
 BOARD_PAGE_SIZE = 25
@@ -161,7 +180,9 @@ def board(user, status: str | None = None, q: str = "", page: Any = 1) -> dict[s
     matched = _by_status(_matching(user, None, q))
     counts = {value: row["n"] for value, row in matched.items()}
     found = _page_of(board_missions(user, status, q), counts, status, page)
-    cards = [quest_card(m) for m in found.object_list]
+    shown = list(found.object_list)
+    milestones = milestone_rows(shown)
+    cards = [quest_card(m, milestones[m.pk]) for m in shown]
     return {
         "page": found,
         "cards": cards,
@@ -170,7 +191,7 @@ def board(user, status: str | None = None, q: str = "", page: Any = 1) -> dict[s
         # Whether to explain how a first quest starts: not when a search merely found nothing.
         "any_quest": bool(matched) or (bool(q) and has_quests(user)),
         "any_running": counts.get(MissionStatus.RUNNING, 0) > 0,
-        "version": _version(matched, (m.state_version for m in found.object_list)),
+        "version": _version(matched, (m.state_version for m in shown)),
     }
 
 
@@ -192,6 +213,6 @@ def mission_version(mission: Mission) -> str:
 
 __all__ = [
     "board", "board_missions", "board_version", "HistoryWindow", "inbox", "mission_page", "mission_version",
-    "next_step", "quest_card", "timeline", "token_mission_choices", "token_missions", "tokens",
+    "milestone_rows", "next_step", "quest_card", "timeline", "token_mission_choices", "token_missions", "tokens",
     "InboxItem", "TOKENS_PAGE_SIZE",
 ]
