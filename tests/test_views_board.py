@@ -59,6 +59,25 @@ def test_progress_and_badges_come_from_approved_milestones_only(alice_client, al
     assert "★</span> Venues shortlisted" in body
 
 
+def test_a_quest_held_by_a_gate_names_the_milestone_and_makes_its_review_the_main_action(alice_client, alice):
+    mission, milestone = waiting_on_gate(alice, "Plan the offsite")
+    ready = new_mission(alice, "Write the agenda")
+    body = alice_client.get("/").content.decode()
+    assert f"Waiting for your review of “{milestone.title}”" in body
+    assert f'<a class="button primary" href="/missions/{mission.pk}/#approvals"' in body
+    # A quest that waits for nobody offers a plain link, not the page's main action.
+    assert f'<a class="button" href="/missions/{ready.pk}/"' in body
+
+
+def test_a_withdrawn_gate_no_longer_holds_the_quest_on_its_card(alice_client, alice):
+    from quests.models import Milestone
+
+    mission, milestone = waiting_on_gate(alice, "Plan the offsite")
+    Milestone.objects.filter(pk=milestone.pk).update(withdrawn=True)
+    body = alice_client.get("/").content.decode()
+    assert "Waiting for your review of" not in body
+
+
 def test_a_paused_quest_offers_resume_as_a_button_that_works_without_javascript(alice_client, alice):
     mission = new_mission(alice)
     missions.mission_pause(actor=person(alice), mission_id=mission.pk)
