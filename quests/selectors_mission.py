@@ -15,6 +15,7 @@ from quests.checkpoint_tree import TREE_REACH, CheckpointTree, HistoryShape, Ove
 from quests.models import Approval, ApprovalStatus, Constraint, Milestone, Mission, MissionStatus, ReviewStatus, Run
 from quests.services import machine
 from quests.selectors_common import HEAVY_CHECKPOINT_FIELDS
+from quests.selectors_ledger import LedgerWindow, ledger_window
 from quests.services.bundle import resume_bundle
 
 CHECKPOINT_LIST_FIELDS = ("id", "mission_id", "run_id", "parent_id", "seq", "trigger", "verified", "note", "created_at", "hash", "size_bytes")
@@ -209,7 +210,7 @@ class MissionPage:
     tree_checkpoints: list[Checkpoint]
     overview: Overview
     timeline: TimelinePage
-    operations: list[dict[str, Any]]
+    ledger: LedgerWindow
     progress: dict[str, int]
     badges: list[Milestone]
     restore_choices: list[Checkpoint]
@@ -245,8 +246,9 @@ class MissionPage:
 
 
 def mission_page(mission: Mission, window: HistoryWindow | None = None) -> MissionPage:
-    """Everything the mission page shows. The sentence, the next action, the live records and the
-    ledger come from the resume bundle, so the page says exactly what the next run is told."""
+    """Everything the mission page shows. The sentence, the next action and the live records come
+    from the resume bundle, so the page says exactly what the next run is told; the ledger is its
+    own window (the bundle holds all of it, the page shows what needs someone and the newest)."""
     window = window or HistoryWindow()
     bundle = resume_bundle(mission)
     constraints = list(Constraint.objects.filter(mission=mission).select_related("replaces").order_by("id"))
@@ -259,7 +261,6 @@ def mission_page(mission: Mission, window: HistoryWindow | None = None) -> Missi
     for m in milestones:
         m.evidence_records = [evidence[pk] for pk in m.evidence or [] if pk in evidence]
     approved = [m for m in milestones if m.review_status == ReviewStatus.APPROVED]
-    operations = sorted((op for group in bundle["operations"].values() for op in group), key=lambda op: op["id"])
     shape = history_shape(mission)
     rows = page_rows(mission, window)
     tree, shown = tree_window(mission, rows, shape.runs)
@@ -280,7 +281,7 @@ def mission_page(mission: Mission, window: HistoryWindow | None = None) -> Missi
         tree_checkpoints=shown,
         overview=overview(shape, tree.chosen.checkpoint.seq if tree.chosen else None),
         timeline=timeline_page(mission, window, rows),
-        operations=operations,
+        ledger=ledger_window(mission),
         progress=mission.progress_of(milestones),
         badges=approved,
         restore_choices=choices,

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from checkpoints.models import Checkpoint, Trigger
+from checkpoints.models import Checkpoint, Operation, Trigger
 from quests.models import Approval, Milestone, Mission, Run
 from quests.services import approvals, missions, operations, records, runs
 from quests.services.audit import Actor
@@ -146,3 +146,19 @@ def long_history(
     )
     mission.refresh_from_db()
     return mission
+
+
+def ledger_of(mission: Mission, **by_status: int) -> list[Operation]:
+    """Operations written straight into the ledger, oldest first, `completed=30, attempted=2, ...`
+    of each status (keys `<status>-<n>`, receipts on the completed ones): many rows without the
+    thousands of service calls that would make them."""
+    rows = [
+        Operation(
+            mission=mission, key=f"{status}-{n}", request_hash="0" * 64, kind="email.send", target=f"person{n}@example.com",
+            status=status, attempts=0 if status == "planned" else 1, external_id=f"msg-{n}" if status == "completed" else "",
+            receipt={"message_id": f"msg-{n}"} if status == "completed" else None, error="Mailbox full" if status == "failed" else "",
+        )
+        for status, count in by_status.items()
+        for n in range(count)
+    ]
+    return Operation.objects.bulk_create(rows)
