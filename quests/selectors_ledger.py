@@ -8,11 +8,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.core.paginator import Page, Paginator
-from django.db.models import Case, Count, F, Q, Value, When, Window
-from django.db.models.functions import RowNumber
+from django.db.models import Q
 
 from checkpoints.models import Operation, OperationStatus
 from quests.models import Mission
+from quests.selectors_common import newest_per_group
 from quests.services.bundle import OPERATION_GROUPS
 
 LEDGER_SHOWN = 10
@@ -24,15 +24,6 @@ LEDGER_FIELDS = (
 )
 # `?status=` of the ledger page: the bundle's names for the groups of the ledger.
 STATUS_OF_GROUP = {group: status for status, group in OPERATION_GROUPS.items()}
-
-
-def _newest_per_group(group: Q) -> dict[str, Window]:
-    """Each row's place, newest first, among the rows on its side of `group`, and how many there are."""
-    side = Case(When(group, then=Value(True)), default=Value(False))
-    return {
-        "newest": Window(RowNumber(), partition_by=[side], order_by=F("id").desc()),
-        "in_group": Window(Count("id"), partition_by=[side]),
-    }
 
 
 @dataclass
@@ -59,7 +50,7 @@ def ledger_window(mission: Mission) -> LedgerWindow:
     rows = list(
         Operation.objects.filter(mission_id=mission.pk)
         .only(*LEDGER_FIELDS)
-        .annotate(**_newest_per_group(completed))
+        .annotate(**newest_per_group(completed))
         .filter(~completed | Q(newest__lte=LEDGER_SHOWN))
         .order_by("-id")
     )

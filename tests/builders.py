@@ -162,3 +162,18 @@ def ledger_of(mission: Mission, **by_status: int) -> list[Operation]:
         for n in range(count)
     ]
     return Operation.objects.bulk_create(rows)
+
+
+def milestones_of(mission: Mission, **by_state: int) -> list[Milestone]:
+    """Milestones written straight into the mission, oldest first, `approved=15, corrected=5,
+    pending_review=2, withdrawn=1, ...` of each review state (`withdrawn`: a pending one withdrawn
+    from the inbox; titles `<state> <n>`; kinds alternate between a planned one and a custom one)."""
+    rows = [
+        Milestone(
+            mission=mission, kind="research_complete" if n % 2 else "custom", title=f"{state} {n}",
+            review_status="pending_review" if state == "withdrawn" else state, withdrawn=state == "withdrawn",
+        )
+        for state, count in by_state.items()
+        for n in range(count)
+    ]
+    return Milestone.objects.bulk_create(rows)

@@ -59,19 +59,6 @@ def test_a_count_in_the_thousands_is_grouped(alice_client, alice):
     assert f"The newest {LEDGER_SHOWN} of 1,234 completed operations are shown." in body
 
 
-def test_the_mission_page_makes_the_same_queries_with_5_and_300_operations(alice_client, alice):
-    def queries(mission) -> int:
-        with CaptureQueriesContext(connection) as captured:
-            get(alice_client, f"/missions/{mission.pk}/")
-        return len(captured)
-
-    small, _ = running(alice, "Small")
-    ledger_of(small, completed=3, attempted=1, failed=1)
-    large, _ = running(alice, "Large")
-    ledger_of(large, completed=290, attempted=5, failed=3, planned=2)
-    assert queries(small) == queries(large)
-
-
 # --- the ledger page -----------------------------------------------------------------------------
 
 
