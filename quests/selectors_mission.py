@@ -17,7 +17,7 @@ from quests.models import Approval, ApprovalStatus, Constraint, Milestone, Missi
 from quests.services import machine
 from quests.selectors_common import HEAVY_CHECKPOINT_FIELDS, newest_per_group
 from quests.selectors_ledger import LedgerWindow, ledger_window
-from quests.services.bundle import resume_bundle
+from quests.services.bundle import resume_summary
 from quests.waiting import AWAITING_REVIEW
 
 CHECKPOINT_LIST_FIELDS = ("id", "mission_id", "run_id", "parent_id", "seq", "trigger", "verified", "note", "created_at", "hash", "size_bytes")
@@ -232,7 +232,7 @@ def milestone_window(mission: Mission) -> MilestoneWindow:
 class MissionPage:
     mission: Mission
     window: HistoryWindow
-    bundle: dict[str, Any]
+    summary: dict[str, Any]
     constraints: list[Constraint]
     pending_approvals: list[Approval]
     decided_approvals: list[Approval]
@@ -287,16 +287,16 @@ class MissionPage:
             ("dependencies", "Dependencies"),
             ("decisions", "Decisions"),
         ]
-        return [(key, label, self.bundle[key]) for key, label in sections]
+        return [(key, label, self.summary[key]) for key, label in sections]
 
 
 def mission_page(mission: Mission, window: HistoryWindow | None = None) -> MissionPage:
-    """Everything the mission page shows. The sentence, the next action and the live records come
-    from the resume bundle, so the page says exactly what the next run is told; the ledger and the
-    milestones are windows of their own (the bundle holds all of them, the page shows what needs
-    someone and the newest of the rest)."""
+    """Everything the mission page shows. The sentence, the next action and the live records are the
+    resume bundle's (`resume_summary`: its rules, without reading what it carries whole), so the
+    page says exactly what the next run is told; the ledger and the milestones are windows of their
+    own: what needs someone and the newest of the rest."""
     window = window or HistoryWindow()
-    bundle = resume_bundle(mission)
+    summary = resume_summary(mission)
     constraints = list(Constraint.objects.filter(mission=mission).select_related("replaces").order_by("id"))
     pending, decided, decided_total = approvals(mission)
     claimed = milestone_window(mission)
@@ -315,7 +315,7 @@ def mission_page(mission: Mission, window: HistoryWindow | None = None) -> Missi
     return MissionPage(
         mission=mission,
         window=window,
-        bundle=bundle,
+        summary=summary,
         constraints=constraints,
         pending_approvals=pending,
         decided_approvals=decided,
