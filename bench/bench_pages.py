@@ -18,7 +18,9 @@ drawn from the table's sequence first so that parents can be set in the same ins
 - the history mission: a skeleton written through the services (mission, run, two checkpoints with
   real agent states whose blobs the others share), then runs of the history's hundredth part (three
   checkpoints at least), three restores that start new branches, a verified checkpoint every tenth
-  part of the history with its approved milestone, and a pending approval at the head.
+  part of the history with its approved milestone, a pending approval at the head, and a ledger
+  (3 completed operations in the small world; 1,000 completed and 2 to reconcile in the large one,
+  an agent that sent 1,000 emails: the page shows those 2 and the newest 10).
 
 Environment: BENCH_DATABASE_URL (default: database questlog_bench_pages on 127.0.0.1), BENCH_QUICK=1
 (the large world is then 200 missions, a history of 300 checkpoints and 150 items waiting).
@@ -43,7 +45,7 @@ from django.test import Client  # noqa: E402
 from django.test.utils import CaptureQueriesContext  # noqa: E402
 from django.utils import timezone  # noqa: E402
 
-from checkpoints.models import Checkpoint  # noqa: E402
+from checkpoints.models import Checkpoint, Operation, OperationStatus  # noqa: E402
 from quests.models import Approval, Milestone, Mission, MissionStatus, ReviewStatus, Run  # noqa: E402
 from quests.services import missions, records, runs  # noqa: E402
 from quests.services.inbox import inbox_count  # noqa: E402
@@ -54,8 +56,10 @@ from rounds import rounds, timed  # noqa: E402
 # Signing the two people in is not news.
 logging.getLogger("axes").setLevel(logging.WARNING)
 
-SMALL = (10, 10, 30)  # missions, checkpoints of the history mission, items waiting for the person
-LARGE = (200, 300, 150) if QUICK else (10_000, 10_000, 1_500)
+# missions, checkpoints of the history mission, items waiting for the person, and the history
+# mission's ledger: operations completed and attempted (to reconcile)
+SMALL = (10, 10, 30, (3, 0))
+LARGE = (200, 300, 150, (1_000, 2)) if QUICK else (10_000, 10_000, 1_500, (1_000, 2))
 ROUNDS = 2 if QUICK else 6
 SAMPLES = 3 if QUICK else 8  # per path per round
 WARM_UP = 2
@@ -181,13 +185,36 @@ def _history(user, agent: Actor, size: int) -> tuple[Mission, Checkpoint]:
     return mission, Checkpoint.objects.get(pk=head.pk)
 
 
-def build(name: str, mission_count: int, history_size: int, waiting: int) -> World:
-    with common.phase(f"building the {name} world: {mission_count:,} missions, a history of {history_size:,} checkpoints, {waiting:,} items waiting"):
+def _ledger(mission: Mission, completed: int, attempted: int) -> None:
+    """The history mission's operation ledger: `completed` emails sent, then `attempted` ones whose
+    outcome is unknown (to reconcile), each with its receipt as an email provider returns it."""
+    run = Run.objects.filter(mission=mission).order_by("-number").first()
+    Operation.objects.bulk_create(
+        (
+            Operation(
+                mission=mission, run=run, key=f"email-{n}", request_hash=f"{n:064x}", kind="email.send",
+                target=f"guest{n}@example.com", request={"to": f"guest{n}@example.com", "template": "itinerary"},
+                status=OperationStatus.COMPLETED if n < completed else OperationStatus.ATTEMPTED, attempts=1,
+                external_id=f"msg-{n:06d}" if n < completed else "", external_status="delivered" if n < completed else "",
+                receipt={"message_id": f"msg-{n:06d}", "accepted": True} if n < completed else None,
+            )
+            for n in range(completed + attempted)
+        ),
+        batch_size=BATCH,
+    )
+
+
+def build(name: str, mission_count: int, history_size: int, waiting: int, ledger: tuple[int, int]) -> World:
+    with common.phase(
+        f"building the {name} world: {mission_count:,} missions, a history of {history_size:,} checkpoints, {waiting:,} items waiting, "
+        f"{ledger[0]:,} completed operations"
+    ):
         user = common.bench_user(name)
         token, _ = token_create(user=user, name="bench")
         with transaction.atomic():
             _missions(user, mission_count - 1, waiting - 1)  # the history mission waits on an approval too
             mission, head = _history(user, Actor(user=user, token=token), history_size)
+            _ledger(mission, *ledger)
         # As autovacuum leaves a live database: statistics current, dead rows of the bulk updates gone.
         # The bulk update of every mission's activity time above also left each index that carries
         # it with a second, dead entry per mission; vacuum empties those but leaves their pages half

@@ -1,6 +1,8 @@
 """Missions and everything people and agents act on. Rules that change rows live in
 `quests.services`; models hold single-row rules and derived values only."""
 
+from collections.abc import Iterable
+
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
@@ -103,21 +105,28 @@ class Mission(Lifecycle):
 
     @property
     def progress(self) -> dict[str, int]:
-        """Reads the milestones prefetched by `Mission.objects.with_progress()` when there are."""
+        """Reads the milestones prefetched by `Mission.objects.with_progress()` when there are,
+        else counts them in the database."""
         if "milestones" in getattr(self, "_prefetched_objects_cache", {}):
             return self.progress_of(self.milestones.all())
-        return self.progress_of(self.milestones.only("kind", "review_status"))
+        return self.progress_of_counts(self.milestones.kind_status_counts().items())
 
     def progress_of(self, milestones) -> dict[str, int]:
-        """`approved` counts approved milestones; `planned` counts the planned milestones plus
-        each claimed milestone whose kind matches no planned entry (so duplicates cannot
-        inflate it). For callers that already hold the mission's milestones."""
+        """`progress_of_counts` for callers that already hold the mission's milestones (rows with
+        their kind and review status)."""
+        return self.progress_of_counts(((m.kind, m.review_status), 1) for m in milestones)
+
+    def progress_of_counts(self, counts: Iterable[tuple[tuple[str, str], int]]) -> dict[str, int]:
+        """The progress rule. `approved` counts approved milestones; `planned` counts the planned
+        milestones plus each claimed milestone whose kind matches no planned entry (so duplicates
+        cannot inflate it). `counts`: how many milestones of each (kind, review status), as
+        `Milestone.objects.kind_status_counts()` reads them (a page need not load every row)."""
         planned = self.planned_milestones or []
         planned_kinds = {m.get("kind") for m in planned}
         approved = extra = 0
-        for milestone in milestones:
-            approved += milestone.review_status == ReviewStatus.APPROVED
-            extra += milestone.kind not in planned_kinds
+        for (kind, review_status), n in counts:
+            approved += n * (review_status == ReviewStatus.APPROVED)
+            extra += n * (kind not in planned_kinds)
         return {"approved": approved, "planned": len(planned) + extra}
 
 

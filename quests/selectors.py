@@ -7,21 +7,13 @@ from collections.abc import Iterable
 from typing import Any, TypedDict
 
 from django.core.paginator import Page, Paginator
-from django.db.models import Count, Exists, Max, OuterRef, QuerySet, Subquery
+from django.db.models import Count, Max, QuerySet
 from django.template.defaultfilters import pluralize
 
-from checkpoints.models import Operation, OperationStatus
-from quests.models import (
-    Approval,
-    ApprovalStatus,
-    Milestone,
-    Mission,
-    MissionStatus,
-    ReviewStatus,
-    Run,
-)
+from quests.models import Milestone, Mission, MissionStatus, ReviewStatus
 from quests.services import machine
 from quests.services.access import visible
+from quests.services.bundle import pending_annotations, pending_of
 from quests.services.audit import Actor
 from quests.selectors_common import search_missions
 from quests.selectors_people import TOKENS_PAGE_SIZE, InboxItem, inbox, token_mission_choices, token_missions, tokens  # noqa: F401
@@ -97,18 +89,9 @@ def _matching(user, status: str | None, q: str) -> QuerySet[Mission]:
 
 def board_missions(user, status: str | None = None, q: str = "") -> QuerySet[Mission]:
     """The user's missions with what the board's cards need of their approvals, ledger, runs and
-    gates annotated, newest activity first: one query for a page of them (their milestones are one
-    more, `milestone_rows`)."""
-    return _matching(user, status, q).annotate(
-        pending_approval_action=Subquery(
-            Approval.objects.filter(mission=OuterRef("pk"), status=ApprovalStatus.PENDING).order_by("id").values("action")[:1]
-        ),
-        gate_awaiting_review=Subquery(
-            Milestone.objects.gates_awaiting_review().filter(mission=OuterRef("pk")).order_by("id").values("title")[:1]
-        ),
-        any_attempted=Exists(Operation.objects.filter(mission=OuterRef("pk"), status=OperationStatus.ATTEMPTED)),
-        active_run_number=Subquery(Run.objects.filter(mission=OuterRef("pk"), ended_at__isnull=True).values("number")[:1]),
-    ).defer(*BOARD_UNREAD_FIELDS).order_by(*BOARD_ORDER)
+    gates annotated (`pending_annotations`, as the mission page's sentence reads them), newest
+    activity first: one query for a page of them (their milestones are one more, `milestone_rows`)."""
+    return _matching(user, status, q).annotate(**pending_annotations()).defer(*BOARD_UNREAD_FIELDS).order_by(*BOARD_ORDER)
 
 
 def milestone_rows(missions: list[Mission]) -> dict[int, list[Any]]:
@@ -122,12 +105,7 @@ def milestone_rows(missions: list[Mission]) -> dict[int, list[Any]]:
 
 def quest_card(mission: Mission, milestones: list[Any]) -> QuestCard:
     """`mission` comes from board_missions, `milestones` from milestone_rows."""
-    pending = machine.Pending(
-        approval_action=mission.pending_approval_action,
-        milestone_title=mission.gate_awaiting_review,
-        any_attempted=mission.any_attempted,
-        run_number=mission.active_run_number,
-    )
+    pending = pending_of(mission)
     action = machine.next_action(mission, pending)
     progress = mission.progress_of(milestones)
     planned, approved = progress["planned"], progress["approved"]

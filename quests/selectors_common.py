@@ -1,7 +1,9 @@
-"""What the page selectors of more than one module share: the one search rule over missions and
-the checkpoint fields a list leaves unread."""
+"""What the page selectors of more than one module share: the one search rule over missions, the
+checkpoint fields a list leaves unread, and how a page windows a list to what needs someone and
+the newest of the rest."""
 
-from django.db.models import Q, QuerySet
+from django.db.models import Case, Count, F, Q, QuerySet, Value, When, Window
+from django.db.models.functions import RowNumber
 
 from quests.models import Mission
 
@@ -19,3 +21,15 @@ def mission_matches(q: str) -> Q:
 
 def search_missions(qs: QuerySet[Mission], q: str) -> QuerySet[Mission]:
     return qs.filter(mission_matches(q))
+
+
+def newest_per_group(group: Q, prefix: str = "") -> dict[str, Window]:
+    """Annotations giving each row its place, newest first, among the rows on its side of `group`
+    (`<prefix>newest`), and how many rows that side holds (`<prefix>in_group`): a page filters on
+    them to read everything on one side and the newest few of the other, with their count, in one
+    query whatever the number of rows."""
+    side = Case(When(group, then=Value(True)), default=Value(False))
+    return {
+        f"{prefix}newest": Window(RowNumber(), partition_by=[side], order_by=F("id").desc()),
+        f"{prefix}in_group": Window(Count("id"), partition_by=[side]),
+    }

@@ -1,25 +1,30 @@
 """Read side of the mission page, at any size. The page shows windows of a mission's history, never
 all of it: the checkpoint tree around a chosen checkpoint, the newest runs and checkpoints of the
-timeline (paged by checkpoint number), the newest decided approvals with a count of the rest, and
-an overview of the whole history in a fixed number of buckets. Each is a fixed number of queries
-returning a bounded number of rows, whatever the number of checkpoints or runs."""
+timeline (paged by checkpoint number), the newest decided approvals and reviewed milestones with a
+count of the rest, and an overview of the whole history in a fixed number of buckets. Each is a
+fixed number of queries returning a bounded number of rows, whatever the number of checkpoints,
+runs, approvals or milestones."""
 
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.db.models import Case, Count, F, OuterRef, Q, Subquery, Value, When, Window
-from django.db.models.functions import Coalesce, RowNumber
+from django.db.models import Case, OuterRef, Q, Subquery, Value, When
+from django.db.models.functions import Coalesce
 
 from checkpoints.models import BRANCH_POINTS, Checkpoint, Record, Trigger
 from quests.checkpoint_tree import TREE_REACH, CheckpointTree, HistoryShape, Overview, branch_runs, checkpoint_tree, overview
 from quests.models import Approval, ApprovalStatus, Constraint, Milestone, Mission, MissionStatus, ReviewStatus, Run
 from quests.services import machine
-from quests.selectors_common import HEAVY_CHECKPOINT_FIELDS
-from quests.services.bundle import resume_bundle
+from quests.selectors_common import HEAVY_CHECKPOINT_FIELDS, newest_per_group
+from quests.selectors_ledger import LedgerWindow, ledger_window
+from quests.services.bundle import resume_summary
+from quests.waiting import AWAITING_REVIEW
 
 CHECKPOINT_LIST_FIELDS = ("id", "mission_id", "run_id", "parent_id", "seq", "trigger", "verified", "note", "created_at", "hash", "size_bytes")
 TIMELINE_SIZE = 20
 DECIDED_SHOWN = 10
+MILESTONES_SHOWN = 10
+BADGES_SHOWN = 10
 # Larger than any checkpoint number or id: an upper bound that lets every row through.
 NO_BOUND = 2**31 - 1
 
@@ -180,13 +185,9 @@ def approvals(mission: Mission) -> tuple[list[Approval], list[Approval], int]:
     """Every pending approval, the newest DECIDED_SHOWN decided ones and how many are decided in
     all: one query (numbered and counted per group, the pending ones and the decided ones)."""
     pending = Q(status=ApprovalStatus.PENDING)
-    group = Case(When(pending, then=Value(True)), default=Value(False))
     rows = list(
         Approval.objects.filter(mission=mission)
-        .annotate(
-            newest=Window(RowNumber(), partition_by=[group], order_by=F("id").desc()),
-            in_group=Window(Count("id"), partition_by=[group]),
-        )
+        .annotate(**newest_per_group(pending))
         .filter(pending | Q(newest__lte=DECIDED_SHOWN))
         .order_by("id")
     )
@@ -196,20 +197,53 @@ def approvals(mission: Mission) -> tuple[list[Approval], list[Approval], int]:
 
 
 @dataclass
+class MilestoneWindow:
+    """The milestones the page lists (every one awaiting review, with its review form, and the
+    newest MILESTONES_SHOWN others), oldest first, how many others there are, the newest
+    BADGES_SHOWN approved ones (the badges) and the progress over all of them."""
+
+    listed: list[Milestone]
+    reviewed_total: int
+    badges: list[Milestone]
+    progress: dict[str, int]
+
+
+def milestone_window(mission: Mission) -> MilestoneWindow:
+    """Two queries whatever the number of milestones: the rows shown (numbered newest first on
+    each side of "awaiting review", and among the approved ones for the badges), and the number of
+    milestones of each kind and review status, which is all the progress rule needs."""
+    approved = Q(review_status=ReviewStatus.APPROVED)
+    rows = list(
+        Milestone.objects.filter(mission=mission).select_related("checkpoint").defer(*HEAVY_CHECKPOINT_FIELDS)
+        .annotate(**newest_per_group(AWAITING_REVIEW), **newest_per_group(approved, prefix="approved_"))
+        .filter(AWAITING_REVIEW | Q(newest__lte=MILESTONES_SHOWN) | (approved & Q(approved_newest__lte=BADGES_SHOWN)))
+        .order_by("id")
+    )
+    listed = [m for m in rows if m.is_awaiting_review or m.newest <= MILESTONES_SHOWN]
+    return MilestoneWindow(
+        listed=listed,
+        reviewed_total=next((m.in_group for m in rows if not m.is_awaiting_review), 0),
+        badges=[m for m in rows if m.review_status == ReviewStatus.APPROVED and m.approved_newest <= BADGES_SHOWN],
+        progress=mission.progress_of_counts(Milestone.objects.filter(mission=mission).kind_status_counts().items()),
+    )
+
+
+@dataclass
 class MissionPage:
     mission: Mission
     window: HistoryWindow
-    bundle: dict[str, Any]
+    summary: dict[str, Any]
     constraints: list[Constraint]
     pending_approvals: list[Approval]
     decided_approvals: list[Approval]
     decided_total: int
     milestones: list[Milestone]
+    reviewed_total: int
     tree: CheckpointTree
     tree_checkpoints: list[Checkpoint]
     overview: Overview
     timeline: TimelinePage
-    operations: list[dict[str, Any]]
+    ledger: LedgerWindow
     progress: dict[str, int]
     badges: list[Milestone]
     restore_choices: list[Checkpoint]
@@ -229,6 +263,18 @@ class MissionPage:
         return self.decided_total - len(self.decided_approvals)
 
     @property
+    def reviewed_shown(self) -> int:
+        return sum(not m.is_awaiting_review for m in self.milestones)
+
+    @property
+    def reviewed_hidden(self) -> int:
+        return self.reviewed_total - self.reviewed_shown
+
+    @property
+    def badges_hidden(self) -> int:
+        return self.progress["approved"] - len(self.badges)
+
+    @property
     def percent(self) -> int:
         planned = self.progress["planned"]
         return round(100 * self.progress["approved"] / planned) if planned else 0
@@ -241,25 +287,24 @@ class MissionPage:
             ("dependencies", "Dependencies"),
             ("decisions", "Decisions"),
         ]
-        return [(key, label, self.bundle[key]) for key, label in sections]
+        return [(key, label, self.summary[key]) for key, label in sections]
 
 
 def mission_page(mission: Mission, window: HistoryWindow | None = None) -> MissionPage:
-    """Everything the mission page shows. The sentence, the next action, the live records and the
-    ledger come from the resume bundle, so the page says exactly what the next run is told."""
+    """Everything the mission page shows. The sentence, the next action and the live records are the
+    resume bundle's (`resume_summary`: its rules, without reading what it carries whole), so the
+    page says exactly what the next run is told; the ledger and the milestones are windows of their
+    own: what needs someone and the newest of the rest."""
     window = window or HistoryWindow()
-    bundle = resume_bundle(mission)
+    summary = resume_summary(mission)
     constraints = list(Constraint.objects.filter(mission=mission).select_related("replaces").order_by("id"))
     pending, decided, decided_total = approvals(mission)
-    milestones = list(
-        Milestone.objects.filter(mission=mission).select_related("checkpoint").defer(*HEAVY_CHECKPOINT_FIELDS).order_by("id")
-    )
+    claimed = milestone_window(mission)
+    milestones = claimed.listed
     evidence_ids = {pk for m in milestones for pk in m.evidence or [] if isinstance(pk, int)}
     evidence = Record.objects.filter(mission=mission, pk__in=evidence_ids).in_bulk() if evidence_ids else {}
     for m in milestones:
         m.evidence_records = [evidence[pk] for pk in m.evidence or [] if pk in evidence]
-    approved = [m for m in milestones if m.review_status == ReviewStatus.APPROVED]
-    operations = sorted((op for group in bundle["operations"].values() for op in group), key=lambda op: op["id"])
     shape = history_shape(mission)
     rows = page_rows(mission, window)
     tree, shown = tree_window(mission, rows, shape.runs)
@@ -270,19 +315,20 @@ def mission_page(mission: Mission, window: HistoryWindow | None = None) -> Missi
     return MissionPage(
         mission=mission,
         window=window,
-        bundle=bundle,
+        summary=summary,
         constraints=constraints,
         pending_approvals=pending,
         decided_approvals=decided,
         decided_total=decided_total,
         milestones=milestones,
+        reviewed_total=claimed.reviewed_total,
         tree=tree,
         tree_checkpoints=shown,
         overview=overview(shape, tree.chosen.checkpoint.seq if tree.chosen else None),
         timeline=timeline_page(mission, window, rows),
-        operations=operations,
-        progress=mission.progress_of(milestones),
-        badges=approved,
+        ledger=ledger_window(mission),
+        progress=claimed.progress,
+        badges=claimed.badges,
         restore_choices=choices,
         restore_default=explicit or last_verified or (tree.chosen.checkpoint if tree.chosen else None),
         can={event: machine.can(mission, event) for event in ("pause", "unpause", "cancel", "restore")},

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from checkpoints.models import Checkpoint, Trigger
+from checkpoints.models import Checkpoint, Operation, Trigger
 from quests.models import Approval, Milestone, Mission, Run
 from quests.services import approvals, missions, operations, records, runs
 from quests.services.audit import Actor
@@ -146,3 +146,34 @@ def long_history(
     )
     mission.refresh_from_db()
     return mission
+
+
+def ledger_of(mission: Mission, **by_status: int) -> list[Operation]:
+    """Operations written straight into the ledger, oldest first, `completed=30, attempted=2, ...`
+    of each status (keys `<status>-<n>`, receipts on the completed ones): many rows without the
+    thousands of service calls that would make them."""
+    rows = [
+        Operation(
+            mission=mission, key=f"{status}-{n}", request_hash="0" * 64, kind="email.send", target=f"person{n}@example.com",
+            status=status, attempts=0 if status == "planned" else 1, external_id=f"msg-{n}" if status == "completed" else "",
+            receipt={"message_id": f"msg-{n}"} if status == "completed" else None, error="Mailbox full" if status == "failed" else "",
+        )
+        for status, count in by_status.items()
+        for n in range(count)
+    ]
+    return Operation.objects.bulk_create(rows)
+
+
+def milestones_of(mission: Mission, **by_state: int) -> list[Milestone]:
+    """Milestones written straight into the mission, oldest first, `approved=15, corrected=5,
+    pending_review=2, withdrawn=1, ...` of each review state (`withdrawn`: a pending one withdrawn
+    from the inbox; titles `<state> <n>`; kinds alternate between a planned one and a custom one)."""
+    rows = [
+        Milestone(
+            mission=mission, kind="research_complete" if n % 2 else "custom", title=f"{state} {n}",
+            review_status="pending_review" if state == "withdrawn" else state, withdrawn=state == "withdrawn",
+        )
+        for state, count in by_state.items()
+        for n in range(count)
+    ]
+    return Milestone.objects.bulk_create(rows)

@@ -164,6 +164,8 @@ EXPECTED: dict[tuple[str, str], dict[str, int]] = {
     ("GET", "missions/<int:pk>/restore/"): people_page(422),  # no checkpoint chosen: the form's error
     ("POST", "missions/<int:pk>/restore/"): people_page(422),  # an active run must stop first: a form error
     ("GET", "missions/<int:pk>/retention/delete/"): people_page(200),  # the confirmation page
+    ("GET", "missions/<int:pk>/ledger/"): people_page(200),
+    ("POST", "missions/<int:pk>/ledger/"): login_first_405(),  # a page to read: it takes no form
     ("POST", "missions/<int:pk>/retention/delete/"): people_page(302),
     ("GET", "missions/<int:pk>/pause/"): login_first_405(),
     ("POST", "missions/<int:pk>/pause/"): people_page(302),

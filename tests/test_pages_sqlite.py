@@ -1,7 +1,8 @@
 """The pages at scale work on the embedded SQLite default as on PostgreSQL (issue 13): the board's
-paging, search and counts, the inbox's union, the tokens picker, the mission page's windows and the
-checkpoint page's comparisons each run their own view tests again, on a throwaway SQLite database,
-in a pytest of their own (the suite's database is PostgreSQL)."""
+paging, search and counts, the inbox's union, the tokens picker, the mission page's windows (its
+history, ledger and milestones), the ledger page and the checkpoint page's comparisons each run
+their own view tests again, on a throwaway SQLite database, in a pytest of their own (the suite's
+database is PostgreSQL)."""
 
 import os
 import subprocess
@@ -18,6 +19,8 @@ PAGE_TESTS = [
     "tests/test_views_inbox.py",
     "tests/test_views_tokens.py",
     "tests/test_views_mission_history.py",
+    "tests/test_views_ledger.py",
+    "tests/test_views_milestones.py",
     "tests/test_views_checkpoint.py",
 ]
 

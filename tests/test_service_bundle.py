@@ -219,3 +219,38 @@ def test_no_bundle_query_reads_the_checkpoint_history(agent, mission):
         sql = query["sql"].lower()
         if 'from "checkpoints_checkpoint"' in sql:
             assert "where" in sql and ("limit" in sql or '"checkpoints_checkpoint"."id" =' in sql), sql
+
+
+def test_a_persons_page_is_told_what_the_next_run_is_told(agent, person, alice, mission):
+    """resume_summary (the mission page's sentence and live records) is the bundle's, in every state
+    that changes the next action: ready, running, blocked with an operation to reconcile, waiting on
+    an approval or a gate, paused, cancelled."""
+    from quests.services.bundle import resume_summary
+    from tests.builders import new_mission, verified_then_more_work, waiting_on_approval, waiting_on_gate
+
+    def same(m: Mission) -> None:
+        m = Mission.objects.get(pk=m.pk)
+        bundle, summary = resume_bundle(m), resume_summary(m)
+        # The summary's records are the bundle's own RecordOut, not yet dumped to plain dicts.
+        dumped = {key: [r.model_dump() for r in value] if isinstance(value, list) else value for key, value in summary.items()}
+        assert dumped == {key: bundle[key] for key in summary}
+        assert set(summary) == {"next_action", "message", "decisions", "open_questions", "blockers", "dependencies"}
+
+    same(mission)
+    rich_history(agent, person, mission)
+    same(mission)
+    reconcile = new_mission(alice, "Reconcile", agent=agent)
+    run = start(agent, reconcile)
+    op, _ = operations.operation_plan(actor=agent, run_id=run.pk, key="k", kind="email", target="t", request={})
+    operations.operation_attempt(actor=agent, operation_id=op.pk)
+    same(reconcile)
+    runs.run_stop(actor=agent, run_id=run.pk, reason="blocked_external", detail="Mail server down")
+    assert resume_summary(Mission.objects.get(pk=reconcile.pk))["next_action"] == "reconcile"
+    same(reconcile)
+    same(waiting_on_approval(alice, agent=agent)[0])
+    same(waiting_on_gate(alice, agent=agent)[0])
+    same(verified_then_more_work(alice, agent=agent).mission)
+    missions.mission_pause(actor=person, mission_id=reconcile.pk)
+    same(reconcile)
+    missions.mission_cancel(actor=person, mission_id=reconcile.pk)
+    same(reconcile)

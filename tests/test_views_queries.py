@@ -9,7 +9,7 @@ from quests.services import approvals, records, runs
 from quests.services.tokens import token_create
 from checkpoints.models import Checkpoint
 from tests.builders import (  # noqa: F401
-    agent_for, fast_password_hashing, long_history, person, running, waiting_on_approval, waiting_on_gate,
+    agent_for, fast_password_hashing, ledger_of, long_history, milestones_of, person, running, waiting_on_approval, waiting_on_gate,
 )
 
 pytestmark = pytest.mark.django_db
@@ -87,6 +87,21 @@ def test_the_mission_page_makes_the_same_queries_for_1_and_200_milestones_and_ch
     with django_assert_max_num_queries(MAX_QUERIES["mission"]):
         client.get(url)
     assert queries(client, url) == one
+
+
+def test_the_mission_page_makes_the_same_queries_for_5_and_300_operations_and_milestones(client, alice, django_assert_max_num_queries):
+    """The ledger and the milestones are windows: what needs someone, the newest of the rest and counts."""
+    client.force_login(alice)
+    small, _ = running(alice, "Small")
+    ledger_of(small, completed=2, attempted=1, failed=1, planned=1)
+    milestones_of(small, approved=2, corrected=1, pending_review=1, withdrawn=1)
+    large, _ = running(alice, "Large")
+    ledger_of(large, completed=290, attempted=4, failed=4, planned=2)
+    milestones_of(large, approved=150, corrected=100, expired=30, pending_review=10, withdrawn=10)
+    for mission in (small, large):
+        with django_assert_max_num_queries(MAX_QUERIES["mission"]):
+            client.get(f"/missions/{mission.pk}/")
+    assert queries(client, f"/missions/{small.pk}/") == queries(client, f"/missions/{large.pk}/")
 
 
 def test_the_checkpoint_page_makes_the_same_queries_with_2_and_200_checkpoints(client, alice, django_assert_max_num_queries):

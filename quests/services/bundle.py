@@ -10,12 +10,12 @@ the database again (pydantic through django-ninja's attribute getter) cost more 
 
 from typing import Any
 
-from django.db.models import Model, QuerySet
+from django.db.models import Exists, Model, OuterRef, QuerySet, Subquery
 
 from checkpoints.models import DURABLE_RECORD_KINDS, Checkpoint, Operation, OperationStatus, Record
 from checkpoints.roundtrip import one_round_trip
 from checkpoints.services import checkpoint_agent_state
-from quests.models import Approval, Constraint, Milestone, Mission, Run
+from quests.models import Approval, ApprovalStatus, Constraint, Milestone, Mission, Run
 from quests.schemas import (
     ApprovalSummaryOut, BundleCheckpointOut, CheckpointRefOut, ConstraintSummaryOut, MemoryEntryOut,
     MilestoneSummaryOut, MissionSummaryOut, OperationGroupsOut, OperationOut, RecordOut, ResumeBundleOut,
@@ -34,6 +34,50 @@ OPERATION_GROUPS = {
     OperationStatus.PLANNED: "planned",
     OperationStatus.FAILED: "failed",
 }
+
+
+def pending_annotations() -> dict[str, Any]:
+    """What `machine.Pending` holds, as annotations of a Mission queryset: a few index lookups per
+    mission whatever the size of its approvals, milestones and ledger. The bundle reads the same
+    from the rows it carries whole; a person's pages (the board's cards, the mission page's
+    sentence) read these, and `pending_of` makes them a Pending."""
+    return {
+        "pending_approval_action": Subquery(
+            Approval.objects.filter(mission=OuterRef("pk"), status=ApprovalStatus.PENDING).order_by("id").values("action")[:1]
+        ),
+        "gate_awaiting_review": Subquery(
+            Milestone.objects.gates_awaiting_review().filter(mission=OuterRef("pk")).order_by("id").values("title")[:1]
+        ),
+        "any_attempted": Exists(Operation.objects.filter(mission=OuterRef("pk"), status=OperationStatus.ATTEMPTED)),
+        "active_run_number": Subquery(
+            Run.objects.filter(mission=OuterRef("pk"), ended_at__isnull=True).order_by("number").values("number")[:1]
+        ),
+    }
+
+
+def pending_of(mission: Mission) -> machine.Pending:
+    """The Pending of a mission read with `pending_annotations`."""
+    return machine.Pending(
+        approval_action=mission.pending_approval_action,
+        milestone_title=mission.gate_awaiting_review,
+        any_attempted=mission.any_attempted,
+        run_number=mission.active_run_number,
+    )
+
+
+def resume_summary(mission: Mission) -> dict[str, Any]:
+    """What a person's mission page shows of the bundle: its next action, its sentence and its live
+    records, by the bundle's own rules (the same Pending, `machine.next_action` and
+    `machine.message`, the same live records), so the page says exactly what the next run is told.
+    Two reads in one round trip, whatever the size of the ledger, the milestones and the
+    approvals the bundle carries whole. `mission` must be current (the page has just read it)."""
+    pending_rows, live_records = one_round_trip(
+        Mission.objects.filter(pk=mission.pk).only("id").annotate(**pending_annotations()),
+        _live_records(mission.pk),
+    )
+    pending = pending_of(pending_rows[0])
+    action = machine.next_action(mission, pending)
+    return {"next_action": action, "message": machine.message(mission, action, pending), **_sections(live_records)}
 
 
 def resume_bundle(mission: Mission, *, for_new_run: bool = False) -> dict[str, Any]:
@@ -71,10 +115,7 @@ def _bundle(source: Mission | QuerySet[Mission], mission_id: int, owner: Any, *,
     rows = one_round_trip(
         *reads,
         _shown(Constraint.objects.filter(mission_id=mission_id, retired_at__isnull=True).order_by("id"), ConstraintSummaryOut),
-        _shown(
-            Record.objects.live().filter(mission_id=mission_id, kind__in=DURABLE_RECORD_KINDS).order_by("id"),
-            RecordOut, "blob",
-        ),
+        _live_records(mission_id),
         _shown(Operation.objects.filter(mission_id=mission_id).order_by("id"), OperationOut),
         _shown(Milestone.objects.filter(mission_id=mission_id).order_by("id"), MilestoneSummaryOut, "withdrawn"),
         _shown(Approval.objects.filter(mission_id=mission_id).order_by("id"), ApprovalSummaryOut),
@@ -94,9 +135,7 @@ def _bundle(source: Mission | QuerySet[Mission], mission_id: int, owner: Any, *,
     operations: dict[str, list] = {group: [] for group in OPERATION_GROUPS.values()}
     for op in ledger:
         operations[OPERATION_GROUPS[op.status]].append(construct(OperationOut, op))
-    records: dict[str, list] = {section: [] for section in DURABLE_SECTIONS.values()}
-    for record in live_records:
-        records[DURABLE_SECTIONS[record.kind]].append(construct(RecordOut, record))
+    records = _sections(live_records)
     pending = machine.Pending(
         approval_action=next((a.action for a in approvals if a.status == "pending"), None),
         milestone_title=next((m.title for m in milestones if m.is_gate_awaiting_review), None),
@@ -121,6 +160,19 @@ def _bundle(source: Mission | QuerySet[Mission], mission_id: int, owner: Any, *,
         operations=OperationGroupsOut.model_construct(**operations),
         memory=construct_all(MemoryEntryOut, memory),
     )
+
+
+def _live_records(mission_id: int) -> QuerySet[Record]:
+    """The mission's live durable records (open questions, blockers, dependencies, decisions)."""
+    return _shown(Record.objects.live().filter(mission_id=mission_id, kind__in=DURABLE_RECORD_KINDS).order_by("id"), RecordOut, "blob")
+
+
+def _sections(live_records: list[Record]) -> dict[str, list[RecordOut]]:
+    """The live records by the bundle's section."""
+    records: dict[str, list] = {section: [] for section in DURABLE_SECTIONS.values()}
+    for record in live_records:
+        records[DURABLE_SECTIONS[record.kind]].append(construct(RecordOut, record))
+    return records
 
 
 def _shown(queryset: QuerySet[Model], schema: type, *extra: str) -> QuerySet[Model]:

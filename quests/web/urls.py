@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from quests.web import board, checkpoints, constraints, inbox, missions, tokens
+from quests.web import board, checkpoints, constraints, inbox, ledger, missions, tokens
 
 urlpatterns = [
     path("", board.board, name="board"),
@@ -11,6 +11,7 @@ urlpatterns = [
     path("missions/<int:pk>/unpause/", missions.mission_unpause, name="mission-unpause"),
     path("missions/<int:pk>/cancel/", missions.mission_cancel, name="mission-cancel"),
     path("missions/<int:pk>/restore/", missions.mission_restore, name="mission-restore"),
+    path("missions/<int:pk>/ledger/", ledger.mission_ledger, name="mission-ledger"),
     path("missions/<int:pk>/constraints/", constraints.constraint_add, name="constraint-add"),
     path("missions/<int:pk>/constraints/<int:cid>/edit/", constraints.constraint_edit, name="constraint-edit"),
     path("missions/<int:pk>/constraints/<int:cid>/retire/", constraints.constraint_retire, name="constraint-retire"),

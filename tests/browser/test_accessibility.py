@@ -19,7 +19,7 @@ from quests.models import Hold, Mission
 from quests.services import approvals, memory, missions, runs
 from quests.services.tokens import token_create
 from tests.builders import (
-    agent_for, new_mission, person, running, verified_then_more_work, waiting_on_approval, waiting_on_gate,
+    agent_for, ledger_of, new_mission, person, running, verified_then_more_work, waiting_on_approval, waiting_on_gate,
 )
 from tests.test_authorization_matrix import EXPECTED, page_routes
 
@@ -157,6 +157,13 @@ def mission_at_phone_width(world):
 def board_at_phone_width(world):
     world.page.set_viewport_size(PHONE)
     board_with_quests(world)
+
+
+def ledger_page(world):
+    mission, _ = running(world.user, "Send the invitations")
+    ledger_of(mission, completed=55, attempted=1, failed=1, planned=1)
+    signed_in(world, f"/missions/{mission.pk}/ledger/")
+    expect(world.page.get_by_role("navigation", name="Pages of the ledger")).to_be_visible()
 
 
 def checkpoint_with_a_diff(world):
@@ -302,6 +309,7 @@ SCANS = [
     Scan("missions/<int:pk>/", mission_with_a_form_error),
     Scan("missions/<int:pk>/", mission_at_phone_width),
     Scan("missions/<int:pk>/", mission_with_the_confirmations_open),
+    Scan("missions/<int:pk>/ledger/", ledger_page),
     Scan("checkpoints/<int:pk>/", checkpoint_with_a_diff),
     Scan("approvals/", inbox_empty),
     Scan("approvals/", inbox_full),
