@@ -13,8 +13,8 @@ from django.template.defaultfilters import pluralize
 from quests.models import Milestone, Mission, MissionStatus, ReviewStatus
 from quests.services import machine
 from quests.services.access import visible
-from quests.services.bundle import pending_annotations, pending_of
 from quests.services.audit import Actor
+from quests.services.bundle import pending_annotations, pending_of
 from quests.selectors_common import search_missions
 from quests.selectors_people import TOKENS_PAGE_SIZE, InboxItem, inbox, token_mission_choices, token_missions, tokens  # noqa: F401
 from quests.templatetags.questlog import label
