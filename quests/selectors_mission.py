@@ -224,7 +224,7 @@ def milestone_window(mission: Mission) -> MilestoneWindow:
         listed=listed,
         reviewed_total=next((m.in_group for m in rows if not m.is_awaiting_review), 0),
         badges=[m for m in rows if m.review_status == ReviewStatus.APPROVED and m.approved_newest <= BADGES_SHOWN],
-        progress=mission.progress_of_counts(Milestone.objects.filter(mission=mission).kind_status_counts().items()),
+        progress=mission.progress,  # counted in the database: the page's mission has no milestones prefetched
     )
 
 

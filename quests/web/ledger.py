@@ -13,7 +13,6 @@ from quests.selectors_ledger import STATUS_OF_GROUP, ledger_page, ledger_status
 from quests.web.pages import get_or_404
 
 
-
 @login_required
 @require_safe
 def mission_ledger(request: HttpRequest, pk: int) -> HttpResponse:
