@@ -337,3 +337,19 @@ def test_the_docs_page_is_served(agent):
     response = Client().get("/api/v1/docs")
     assert response.status_code == 200
     assert b"openapi.json" in response.content
+
+
+@pytest.mark.parametrize("debug", [False, True])
+@pytest.mark.parametrize("path", ["/api/v1/nope", "/api/v1/memory/null,null", "/api/v1/checkpoints/null,null", "/api/v1/missions/1/nope"])
+def test_a_path_the_api_does_not_have_is_a_json_404_with_debug_on_or_off(settings, agent, path, debug):
+    settings.DEBUG = debug
+    assert_error(agent.get(path), 404, "not_found")
+
+
+@pytest.mark.parametrize("debug", [False, True])
+def test_a_method_a_path_does_not_take_is_a_json_405_naming_the_allowed_ones(settings, agent, debug):
+    settings.DEBUG = debug
+    response = agent._call("put", "missions", {"title": "t"})
+    assert_error(response, 405, "method_not_allowed")
+    assert set(response["Allow"].replace(" ", "").split(",")) == {"GET", "POST"}
+    assert_error(agent.delete("missions"), 405, "method_not_allowed")
