@@ -11,7 +11,8 @@ LIFECYCLE_FIELDS = ("retention_class", "retention_approved_at", "expires_at")
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
-    """View-only: a change made here would bypass the services' rules and audit."""
+    """View-only: a change made here would bypass the services' rules and audit. The one definition,
+    here in the lower layer, which `quests.admin` uses too."""
 
     def has_add_permission(self, request: HttpRequest, obj=None) -> bool:
         return False

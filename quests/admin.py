@@ -7,6 +7,7 @@ from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
+from checkpoints.admin import ReadOnlyAdmin
 from checkpoints.models import RetentionPolicy
 from quests.models import (
     AgentToken,
@@ -27,19 +28,6 @@ from quests.retention.services.holds import hold_place, hold_release
 from quests.retention.services.policy import POLICY_FIELDS, retention_policy_update
 from quests.services.audit import Actor
 from quests.services.errors import ServiceError
-
-
-class ReadOnlyAdmin(admin.ModelAdmin):
-    """View-only: a change made here would bypass the services' rules and audit."""
-
-    def has_add_permission(self, request: HttpRequest, obj=None) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj=None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj=None) -> bool:
-        return False
 
 
 class PurgedFilter(admin.SimpleListFilter):
