@@ -4,12 +4,19 @@ the receipt — and never repeat an effect an earlier run may have done (`reconc
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from questlog_client import errors, models
 
-if TYPE_CHECKING:
-    from questlog_client.runs import Run
+
+class Run(Protocol):
+    """What an operation needs of its run (`questlog_client.runs.Run` is one): its id and its
+    fenced call. A protocol, so this module does not import the runs module that imports it."""
+
+    @property
+    def id(self) -> int: ...
+
+    def _call(self, method: str, path: str, body: dict[str, Any] | None, *, idempotent: bool | None = None) -> tuple[int, Any]: ...
 
 Effect = Callable[[models.Operation], "models.Outcome | dict[str, Any]"]
 Reconcile = Callable[[models.Operation], "models.Outcome | dict[str, Any] | None"]

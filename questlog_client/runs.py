@@ -6,14 +6,21 @@ from __future__ import annotations
 import threading
 from datetime import datetime
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from questlog_client import errors, models
 from questlog_client.core import Connection, new_key
 from questlog_client.operations import OperationCall, Reconcile
 
-if TYPE_CHECKING:
-    from questlog_client.missions import Mission
+
+class Mission(Protocol):
+    """What a run needs of its mission (`questlog_client.missions.Mission` is one): its id and its
+    resume bundle. A protocol, so this module does not import the missions module that imports it."""
+
+    @property
+    def id(self) -> int: ...
+
+    def resume(self) -> models.Bundle: ...
 
 
 class Run:

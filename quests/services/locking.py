@@ -1,7 +1,7 @@
 """Row locks and fencing: the bottom of the service layer. It imports no other service but
-access, errors and idempotency's lookup, so every service can use it without an import cycle."""
+access, audit (for the Actor type), errors and idempotency's lookup, so every service can use it without an import cycle."""
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from django.utils import timezone
 
@@ -9,11 +9,10 @@ from checkpoints.pruning import blob_writers_guard_expression
 from checkpoints.roundtrip import RoundTrip
 from quests.models import Mission, Run
 from quests.services.access import visible
+from quests.services.audit import Actor
 from quests.services.errors import NotFound, run_ended
 from quests.services.idempotency import Lookup
 
-if TYPE_CHECKING:
-    from quests.services.audit import Actor
 
 
 def lock_mission(mission_id: int) -> Mission:
@@ -39,7 +38,7 @@ def named_now(mission: Mission, field: str) -> Any:
 
 
 def lock_run(
-    actor: "Actor",
+    actor: Actor,
     run_id: int,
     *,
     lookup: Lookup | None = None,
@@ -71,7 +70,7 @@ def lock_run(
     return run, run.mission
 
 
-def lock_operation_mission(actor: "Actor", operation_id: int) -> Mission:
+def lock_operation_mission(actor: Actor, operation_id: int) -> Mission:
     """The mission of an operation the caller may see, locked (one statement). The operation
     itself is read after the lock, so its status is current."""
     mission = visible(actor, Mission).select_for_update(of=("self",)).filter(operations__pk=operation_id).first()
