@@ -258,6 +258,11 @@ AUTHENTICATION_BACKENDS = [
     "django.contrib.auth.backends.ModelBackend",
 ]
 
+# Password reset by email: off until the server sends email (its pages are not routed, nothing
+# links to them). When on, requests per hour per address and per account (0: no limit).
+QUESTLOG_PASSWORD_RESET = env_bool("QUESTLOG_PASSWORD_RESET", False)
+QUESTLOG_PASSWORD_RESET_RATE = env_int("QUESTLOG_PASSWORD_RESET_RATE", 5)
+
 # API requests per minute per agent token (0: no limit), counted in the cache below.
 QUESTLOG_API_RATE = env_int("QUESTLOG_API_RATE", 6000)
 
