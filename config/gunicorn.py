@@ -10,7 +10,7 @@ give the pool at least as many connections as a worker has threads.
 import os
 import sys
 
-from config.deploy import secret_key_refusal
+from config.deploy import bind_addresses, secret_key_refusal
 
 # Refused here, in the arbiter, with one line: a worker that failed to load the settings would
 # only say so in a traceback.
@@ -31,7 +31,7 @@ def _cpus() -> int:
 
 
 wsgi_app = "config.wsgi:application"
-bind = os.environ.get("QUESTLOG_BIND", "127.0.0.1:8000").split(",")
+bind = bind_addresses(os.environ)
 worker_class = "gthread"
 workers = _int("QUESTLOG_WEB_WORKERS", 2 * _cpus() + 1)
 threads = _int("QUESTLOG_WEB_THREADS", 4)
