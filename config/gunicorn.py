@@ -10,6 +10,7 @@ give the pool at least as many connections as a worker has threads.
 import os
 import sys
 
+from config.cache import per_process_cache_refusal
 from config.deploy import bind_addresses, secret_key_refusal
 
 # Refused here, in the arbiter, with one line: a worker that failed to load the settings would
@@ -34,6 +35,10 @@ wsgi_app = "config.wsgi:application"
 bind = bind_addresses(os.environ)
 worker_class = "gthread"
 workers = _int("QUESTLOG_WEB_WORKERS", 2 * _cpus() + 1)
+# Several workers counting the throttles each in their own memory would let workers × the limit
+# through: refused here, before any worker boots (scripts/serve picks a shared cache by default).
+if refusal := per_process_cache_refusal(os.environ, workers):
+    sys.exit(refusal)
 threads = _int("QUESTLOG_WEB_THREADS", 4)
 # A worker silent this long (a request stuck this long) is killed and replaced.
 timeout = _int("QUESTLOG_WEB_TIMEOUT", 30)
