@@ -1,10 +1,12 @@
 """What a deployment must get right before it serves anyone: a secret key of its own, HTTPS behind
-a TLS-terminating proxy, and the security headers every answer carries.
+a TLS-terminating proxy, the security headers every answer carries, and a web server that only the
+proxy can reach when the login throttle trusts the proxy's X-Forwarded-For.
 
 Kept apart from config/settings.py so that config/gunicorn.py can refuse a missing key before any
 worker boots, without loading Django's settings in the arbiter.
 """
 
+import ipaddress
 from collections.abc import Mapping
 
 from django.core.exceptions import ImproperlyConfigured
@@ -70,3 +72,40 @@ def secret_key(environ: Mapping[str, str]) -> str:
     # As given, never trimmed: a deployment's existing sessions stay valid.
     return environ.get("DJANGO_SECRET_KEY") or DEVELOPMENT_SECRET_KEY
 
+
+
+DEFAULT_BIND = "127.0.0.1:8000"
+
+
+def bind_addresses(environ: Mapping[str, str]) -> list[str]:
+    """QUESTLOG_BIND: the addresses gunicorn listens on (config/gunicorn.py), comma-separated."""
+    return [address.strip() for address in environ.get("QUESTLOG_BIND", DEFAULT_BIND).split(",") if address.strip()]
+
+
+def reachable_from_outside(address: str) -> bool:
+    """Whether a gunicorn bind address may be reached by other machines: anything but a loopback
+    address or a unix socket (a host name other than localhost may resolve to anything)."""
+    if address.startswith(("unix:", "fd://")):
+        return False
+    host = address.rsplit(":", 1)[0] if address.count(":") == 1 or address.startswith("[") else address
+    host = host.strip("[]")
+    if host == "localhost":
+        return False
+    try:
+        return not ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return True
+
+
+def proxy_bypass_problem(proxy_count: int, binds: list[str]) -> str | None:
+    """Why trusting X-Forwarded-For is unsafe here, or None. With QUESTLOG_PROXY_COUNT set, the
+    login throttle counts the address the proxies wrote into X-Forwarded-For; a client that reaches
+    gunicorn itself writes that header, picks a new address for every guess and is never locked out."""
+    exposed = [address for address in binds if reachable_from_outside(address)]
+    if proxy_count <= 0 or not exposed:
+        return None
+    return (
+        f"QUESTLOG_PROXY_COUNT is {proxy_count} but gunicorn listens on {', '.join(exposed)}: a client that reaches it "
+        "there, not through the proxy, writes X-Forwarded-For itself and so chooses the address that the "
+        "per-address login throttle counts."
+    )

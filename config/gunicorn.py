@@ -10,7 +10,8 @@ give the pool at least as many connections as a worker has threads.
 import os
 import sys
 
-from config.deploy import secret_key_refusal
+from config.cache import per_process_cache_refusal
+from config.deploy import bind_addresses, secret_key_refusal
 
 # Refused here, in the arbiter, with one line: a worker that failed to load the settings would
 # only say so in a traceback.
@@ -31,9 +32,13 @@ def _cpus() -> int:
 
 
 wsgi_app = "config.wsgi:application"
-bind = os.environ.get("QUESTLOG_BIND", "127.0.0.1:8000").split(",")
+bind = bind_addresses(os.environ)
 worker_class = "gthread"
 workers = _int("QUESTLOG_WEB_WORKERS", 2 * _cpus() + 1)
+# Several workers counting the throttles each in their own memory would let workers × the limit
+# through: refused here, before any worker boots (scripts/serve picks a shared cache by default).
+if refusal := per_process_cache_refusal(os.environ, workers):
+    sys.exit(refusal)
 threads = _int("QUESTLOG_WEB_THREADS", 4)
 # A worker silent this long (a request stuck this long) is killed and replaced.
 timeout = _int("QUESTLOG_WEB_TIMEOUT", 30)

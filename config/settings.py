@@ -9,6 +9,7 @@ from pathlib import Path
 
 from kombu import Exchange, Queue
 
+from config.cache import api_rate, cache_settings
 from config.database import default_database
 from config.deploy import CONTENT_SECURITY_POLICY, HSTS_SECONDS, secret_key
 
@@ -259,20 +260,15 @@ AUTHENTICATION_BACKENDS = [
     "django.contrib.auth.backends.ModelBackend",
 ]
 
-# API requests per minute per agent token (0: no limit), counted in the cache below.
-QUESTLOG_API_RATE = env_int("QUESTLOG_API_RATE", 6000)
+# Password reset by email: off until the server sends email (its pages are not routed, nothing
+# links to them). When on, requests per hour per address and per account (0: no limit).
+QUESTLOG_PASSWORD_RESET = env_bool("QUESTLOG_PASSWORD_RESET", False)
+QUESTLOG_PASSWORD_RESET_RATE = env_int("QUESTLOG_PASSWORD_RESET_RATE", 5)
 
-# The cache holds the API's rate counts: Redis (shared by every web process) when the broker is
-# Redis, else this process's memory, which needs no server (the embedded default).
-if CELERY_BROKER_URL.startswith(("redis://", "rediss://")):
-    CACHES = {
-        "default": {
-            "BACKEND": "django.core.cache.backends.redis.RedisCache",
-            "LOCATION": CELERY_BROKER_URL,
-            "KEY_PREFIX": "questlog-cache",
-            # Fail fast when Redis is away: the rate limit then lets requests through uncounted.
-            "OPTIONS": {"socket_connect_timeout": 0.5, "socket_timeout": 0.5},
-        }
-    }
-else:
-    CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+# API requests per minute per agent token (0: no limit), counted in the cache below.
+QUESTLOG_API_RATE = api_rate(os.environ)
+
+# The cache holds the throttles' counts, and must be one that every web process shares:
+# QUESTLOG_CACHE_URL, else Redis when the broker is Redis, else this process's memory (the embedded
+# development default; `make serve` makes it the database's cache table). See config/cache.py.
+CACHES = cache_settings(os.environ)

@@ -1,7 +1,8 @@
 import sys
 
+from django.conf import settings
 from django.contrib import admin
-from django.contrib.auth.views import LoginView
+from django.contrib.auth import views as auth_views
 from django.db.utils import InterfaceError, OperationalError
 from django.http import HttpResponse, JsonResponse
 from django.template import loader
@@ -15,13 +16,21 @@ admin.site.login_form = AdminLoginForm
 
 urlpatterns = [
     path("admin/", admin.site.urls),
-    # Before Django's own auth URLs: the same view, with a form that explains a lockout.
-    path("accounts/login/", LoginView.as_view(authentication_form=LoginForm), name="login"),
-    path("accounts/", include("django.contrib.auth.urls")),
+    # Django's sign-in views, named as django.contrib.auth.urls names them; the login form explains a
+    # lockout. Not that module itself: it routes the password-reset pages too.
+    path("accounts/login/", auth_views.LoginView.as_view(authentication_form=LoginForm), name="login"),
+    path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("accounts/password_change/", auth_views.PasswordChangeView.as_view(), name="password_change"),
+    path("accounts/password_change/done/", auth_views.PasswordChangeDoneView.as_view(), name="password_change_done"),
     path("api/v1/", api.urls),
     path("", include("quests.retention.urls")),
     path("", include("quests.web.urls")),
 ]
+# Django's password-reset pages only once the server sends email (QUESTLOG_PASSWORD_RESET): until
+# then they would promise a mail that never comes. Unrouted, nothing links to them either (the admin
+# shows its "forgotten your password?" link only when its reset URL resolves).
+if settings.QUESTLOG_PASSWORD_RESET:
+    urlpatterns.append(path("accounts/", include("quests.web.password_reset")))
 
 
 def _api_error(request, status: int, code: str, message: str):

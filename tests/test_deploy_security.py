@@ -14,8 +14,9 @@ import pytest
 from django.conf import settings
 from django.test import Client, override_settings
 
-from config.deploy import DEVELOPMENT_SECRET_KEY, HSTS_SECONDS
+from config.deploy import DEVELOPMENT_SECRET_KEY, HSTS_SECONDS, bind_addresses, proxy_bypass_problem
 from quests.services.tokens import token_create
+from quests.web.login import client_address
 from tests.conftest import ApiClient
 from tests.test_serve import SERVER_SECRET_KEY, Server, gunicorn, serve, servers  # noqa: F401
 
@@ -69,6 +70,37 @@ def test_without_https_check_deploy_names_what_questlog_https_turns_on(tmp_path)
     assert set(re.findall(r"security\.W\d+", result.stdout + result.stderr)) == {
         "security.W004", "security.W008", "security.W012", "security.W016",
     }
+
+
+@pytest.mark.parametrize(("bind", "warned"), [
+    ("0.0.0.0:8000", True), ("[::]:8000", True), ("10.0.0.5:8000", True), ("questlog.internal:8000", True),
+    ("127.0.0.1:8000,0.0.0.0:9000", True),
+    ("127.0.0.1:8000", False), ("[::1]:8000", False), ("localhost:8000", False), ("unix:/run/questlog.sock", False),
+])
+def test_proxy_bypass_is_judged_by_every_bind_address(bind, warned):
+    assert (proxy_bypass_problem(1, bind_addresses({"QUESTLOG_BIND": bind})) is not None) is warned
+    assert proxy_bypass_problem(0, bind_addresses({"QUESTLOG_BIND": bind})) is None  # X-Forwarded-For not trusted
+
+
+def test_check_deploy_warns_when_the_proxy_count_is_set_and_gunicorn_is_reachable_directly(tmp_path):
+    """Issue 24, finding 9: with QUESTLOG_PROXY_COUNT=1 and gunicorn on a public address, a client
+    that skips the proxy writes X-Forwarded-For itself and escapes the per-address login limit."""
+    deploy = {"QUESTLOG_HTTPS": "1", "DJANGO_ALLOWED_HOSTS": "questlog.example.com", "QUESTLOG_PROXY_COUNT": "1"}
+    exposed = manage(tmp_path, "check", "--deploy", secret_key=A_REAL_KEY, QUESTLOG_BIND="0.0.0.0:8000", **deploy)
+    output = exposed.stdout + exposed.stderr
+    assert "questlog.W001" in output and "0.0.0.0:8000" in output and "X-Forwarded-For" in output, output
+    behind = manage(tmp_path, "check", "--deploy", "--fail-level", "DEBUG", secret_key=A_REAL_KEY, QUESTLOG_BIND="127.0.0.1:8000", **deploy)
+    assert behind.returncode == 0 and "questlog.W001" not in behind.stdout + behind.stderr, behind.stdout + behind.stderr
+
+
+def test_a_spoofed_forwarded_for_is_what_the_login_throttle_counts_behind_a_proxy(settings, rf):
+    """Why the warning above matters: whatever the client wrote left of the proxy's entry is
+    ignored, but a client that IS the nearest hop writes the entry the throttle trusts."""
+    settings.QUESTLOG_PROXY_COUNT = 1
+    through_proxy = rf.get("/", HTTP_X_FORWARDED_FOR="6.6.6.6, 203.0.113.7", REMOTE_ADDR="127.0.0.1")
+    assert client_address(through_proxy) == "203.0.113.7"
+    direct = rf.get("/", HTTP_X_FORWARDED_FOR="198.51.100.99", REMOTE_ADDR="203.0.113.7")
+    assert client_address(direct) == "198.51.100.99"
 
 
 def loaded_https_settings(tmp_path: Path, **extra: str) -> dict:

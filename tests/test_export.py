@@ -21,6 +21,14 @@ def export(user) -> tuple[dict, str]:
     return r.json(), r.content.decode()
 
 
+def test_the_export_is_never_stored_by_a_cache(alice):
+    """Issue 24, finding 5: an answer that may carry secrets (agents' states) says no-store."""
+    client = Client()
+    client.force_login(alice)
+    directives = {part.strip() for part in client.get("/account/export/")["Cache-Control"].split(",")}
+    assert {"no-store", "private"} <= directives
+
+
 def test_it_needs_a_signed_in_person():
     r = Client().get("/account/export/")
     assert r.status_code == 302 and r["Location"].startswith("/accounts/login/")

@@ -2,19 +2,32 @@
 that says when to try again, and a lockout that ends by itself); API requests limited per agent
 token (429, a JSON error body, Retry-After), counted in the cache, receipts never refused."""
 
+import os
+import subprocess
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from types import SimpleNamespace
 
+import httpx
+
 import pytest
 from axes.models import AccessAttempt
+from django.core.cache import cache
+from django.core.exceptions import ImproperlyConfigured
+from django.core.management import call_command
 from django.db import connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
+from config.cache import PER_PROCESS_BACKEND, cache_settings, per_process_cache_refusal
 from quests.services import throttle
 from quests.services.tokens import token_create
 from tests.conftest import ApiClient
-from tests.test_celery_worker import free_port
+from tests.test_celery_worker import database_url, free_port
+from tests.test_serve import ROOT, SERVER_SECRET_KEY, serve, servers  # noqa: F401
 
 pytestmark = pytest.mark.django_db
 
@@ -170,3 +183,123 @@ def test_with_the_cache_unreachable_requests_go_through_uncounted(agent, mission
     }}
     for _ in range(3):
         assert agent.get(f"missions/{mission['id']}").status_code == 200
+
+
+# --- the counts are shared by every web process (issue 24, finding 8) --------------------------------
+
+
+@pytest.mark.parametrize(("environ", "backend"), [
+    ({}, PER_PROCESS_BACKEND),  # `make run`: one development server
+    ({"CELERY_BROKER_URL": "filesystem://"}, PER_PROCESS_BACKEND),
+    ({"CELERY_BROKER_URL": "redis://127.0.0.1:6379/0"}, "django.core.cache.backends.redis.RedisCache"),
+    ({"QUESTLOG_CACHE_URL": "redis://cache.internal:6379/1"}, "django.core.cache.backends.redis.RedisCache"),
+    ({"QUESTLOG_CACHE_URL": "db://", "CELERY_BROKER_URL": "redis://127.0.0.1:6379/0"}, "config.cache.CountingDatabaseCache"),
+    ({"QUESTLOG_CACHE_URL": "locmem://"}, PER_PROCESS_BACKEND),
+])
+def test_the_cache_comes_from_the_environment(environ, backend):
+    assert cache_settings(environ)["default"]["BACKEND"] == backend
+
+
+def test_an_unknown_cache_url_is_refused_with_what_is_understood():
+    with pytest.raises(ImproperlyConfigured, match="db://"):
+        cache_settings({"QUESTLOG_CACHE_URL": "memcached://127.0.0.1"})
+
+
+@pytest.mark.parametrize(("environ", "workers", "refused"), [
+    ({"QUESTLOG_CACHE_URL": "locmem://"}, 3, True),
+    ({}, 3, True),  # gunicorn started by hand on the embedded defaults
+    ({"QUESTLOG_CACHE_URL": "locmem://"}, 1, False),  # one process: its memory is shared by its threads
+    ({"QUESTLOG_CACHE_URL": "locmem://", "QUESTLOG_API_RATE": "0"}, 3, False),  # no throttle to count
+    ({"QUESTLOG_CACHE_URL": "locmem://", "QUESTLOG_API_RATE": "0", "QUESTLOG_PASSWORD_RESET": "1"}, 3, True),
+    ({"QUESTLOG_CACHE_URL": "db://"}, 3, False),
+    ({"CELERY_BROKER_URL": "redis://127.0.0.1:6379/0"}, 3, False),
+])
+def test_several_workers_with_a_per_process_cache_are_refused_while_a_throttle_is_on(environ, workers, refused):
+    assert (per_process_cache_refusal(environ, workers) is not None) is refused
+
+
+def test_gunicorn_refuses_several_workers_with_a_per_process_cache_in_one_line(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k not in ("CELERY_BROKER_URL", "DATABASE_URL")}
+    env.update({
+        "QUESTLOG_DATA_DIR": str(tmp_path), "QUESTLOG_BIND": f"127.0.0.1:{free_port()}", "QUESTLOG_WEB_WORKERS": "3",
+        "QUESTLOG_API_RATE": "30", "QUESTLOG_CACHE_URL": "locmem://", "DJANGO_SECRET_KEY": SERVER_SECRET_KEY, "DJANGO_DEBUG": "0",
+    })
+    result = subprocess.run(
+        [sys.executable, "-m", "gunicorn", "--config", "config/gunicorn.py"], cwd=ROOT, env=env,
+        capture_output=True, text=True, timeout=60,
+    )
+    assert result.returncode != 0
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("Refusing to start: 3 web workers"), result.stderr
+    assert "Booting worker" not in result.stdout + result.stderr
+
+
+@pytest.fixture
+def database_cache(settings):
+    settings.CACHES = cache_settings({"QUESTLOG_CACHE_URL": "db://"})
+    call_command("createcachetable")
+    cache.clear()
+    yield cache
+    cache.clear()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_database_cache_counts_every_increment_from_concurrent_threads(database_cache):
+    """Django's own database cache reads and writes back, so two requests at once both write the
+    same count; the counting cache locks the row in between. Real threads, real PostgreSQL."""
+    threads, each = 8, 25
+    database_cache.add("count", 0, timeout=300)
+    start = threading.Barrier(threads)
+    errors: list[BaseException] = []
+
+    def count() -> None:
+        try:
+            start.wait()
+            for _ in range(each):
+                database_cache.incr("count")
+        except BaseException as exc:  # noqa: BLE001 - reported below, in the test's thread
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    workers = [threading.Thread(target=count) for _ in range(threads)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(60)
+    assert not errors, errors
+    assert database_cache.get("count") == threads * each
+
+
+def test_the_database_cache_knows_no_missing_or_expired_key(database_cache):
+    with pytest.raises(ValueError):
+        database_cache.incr("never-set")
+    database_cache.add("gone", 5, timeout=-1)  # already expired
+    with pytest.raises(ValueError):
+        database_cache.incr("gone")
+    assert database_cache.add("gone", 1, timeout=60) and database_cache.incr("gone") == 2
+
+
+@pytest.mark.slow
+@pytest.mark.django_db(transaction=True)
+def test_make_serve_with_three_workers_and_no_redis_lets_the_rate_through_once(alice, tmp_path, servers):  # noqa: F811
+    """Issue 24, finding 8: with 3 workers, QUESTLOG_API_RATE=30 and no shared cache, 90 requests
+    passed. `make serve` without Redis now counts in the database: 30 pass, whichever worker
+    answers, however many connections at once."""
+    _, raw = token_create(user=alice, name="rate")
+    server = serve(
+        tmp_path, servers, DATABASE_URL=database_url(), QUESTLOG_WEB_WORKERS="3", QUESTLOG_WEB_THREADS="4",
+        QUESTLOG_API_RATE="30",
+    )
+    # All in one minute window: start at its beginning half (the 90 requests take a few seconds).
+    if time.time() % 60 > 30:
+        time.sleep(60 - time.time() % 60 + 0.5)
+
+    def ask(_) -> int:
+        # A connection per request, so that all three workers answer some.
+        return httpx.get(server.url + "/api/v1/missions", headers={"Authorization": f"Bearer {raw}"}, timeout=30).status_code
+
+    with ThreadPoolExecutor(max_workers=9) as pool:
+        statuses = list(pool.map(ask, range(90)))
+    assert sorted(set(statuses)) == [200, 429], statuses
+    assert statuses.count(200) == 30, statuses.count(200)

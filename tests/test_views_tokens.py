@@ -28,6 +28,18 @@ def test_a_new_token_is_shown_once_and_works(alice_client, alice):
     assert raw not in alice_client.get("/tokens/").content.decode()
 
 
+@pytest.mark.parametrize("htmx", [False, True], ids=["page", "htmx fragment"])
+def test_the_answer_that_shows_a_new_token_is_never_stored(alice_client, htmx):
+    """Issue 24, finding 5: a new token in clear must not be kept by the browser's cache, a proxy or
+    the back button: Cache-Control: no-store on that answer, and on the page's others alike."""
+    extra = {"HTTP_HX_REQUEST": "true", "HTTP_HX_TARGET": "tokens"} if htmx else {}
+    created = alice_client.post("/tokens/", {"name": "laptop agent"}, **extra)
+    assert created.status_code == 200 and 'id="new-token-value"' in created.content.decode()
+    for response in (created, alice_client.get("/tokens/", **extra), alice_client.post("/tokens/", {"name": ""}, **extra)):
+        directives = {part.strip() for part in response["Cache-Control"].split(",")}
+        assert {"no-store", "no-cache", "private"} <= directives, response["Cache-Control"]
+
+
 def test_a_token_can_be_limited_to_one_of_the_users_missions(alice_client, alice, bob):
     mine = new_mission(alice)
     bobs = new_mission(bob)

@@ -14,6 +14,7 @@ from django.core.serializers.json import DjangoJSONEncoder
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.utils import timezone
+from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django.views.decorators.vary import vary_on_headers
 
@@ -104,6 +105,9 @@ def memory_decide(request: HttpRequest, pk: int) -> HttpResponse:
 
 # ---- the person's data -----------------------------------------------------------------------------
 
+# Everything of the person, agents' saved states included (which may hold their secrets): no
+# browser cache or proxy may keep a copy (Cache-Control: no-store, as the tokens page).
+@never_cache
 @login_required
 @require_GET
 def account_export(request: HttpRequest) -> HttpResponse:

@@ -54,10 +54,11 @@ def run_ended(stop_reason: str | None) -> Conflict:
 
 
 class RateLimited(ServiceError):
-    """429: the token sent more requests this minute than QUESTLOG_API_RATE allows."""
+    """429: the token sent more requests this minute than QUESTLOG_API_RATE allows (or, with its own
+    message, another throttle's count ran over)."""
 
     status = 429
     code = "rate_limited"
 
-    def __init__(self, retry_after: int) -> None:
-        super().__init__(f"Too many requests for this token; try again in {retry_after} s.", retry_after=retry_after)
+    def __init__(self, retry_after: int, message: str | None = None) -> None:
+        super().__init__(message or f"Too many requests for this token; try again in {retry_after} s.", retry_after=retry_after)

@@ -1,8 +1,11 @@
-"""The API's rate limit per agent token: a fixed one-minute window counted in Django's cache.
+"""Counts in fixed windows, kept in Django's cache: the API's rate limit per agent token (a minute)
+and the password-reset requests per address and per account (an hour).
 
-The count lives in the cache (Redis in production, local memory in the embedded setup), never in
-the database, so a throttled request costs no query and the fast path's query budgets hold."""
+The counts live in the cache that every web process shares (config/cache.py: Redis, or the
+database's cache table under `make serve` without Redis); with Redis a counted request costs no
+database query, so the fast path's query budgets hold."""
 
+import hashlib
 import logging
 import math
 import time
@@ -13,6 +16,7 @@ from django.core.cache import cache
 from quests.services.errors import RateLimited
 
 WINDOW_SECONDS = 60
+PASSWORD_RESET_WINDOW_SECONDS = 3600
 log = logging.getLogger(__name__)
 
 
@@ -24,24 +28,58 @@ def api_request_count(token_hash: str, *, receipt: bool) -> None:
     rate = settings.QUESTLOG_API_RATE
     if rate <= 0:
         return
-    now = time.time()
-    window = int(now // WINDOW_SECONDS)
     # The token's hash, not its id: ids repeat across databases sharing one cache (test workers,
     # a staging copy), the hash of a random secret does not.
-    key = f"questlog:api-rate:{token_hash}:{window}"
-    try:
-        count = _count(key)
-    except Exception as exc:  # noqa: BLE001 - whatever the cache backend raises when it is unreachable
-        # The limit protects the server; it is not worth refusing work for. With the cache (Redis)
-        # down the request goes through uncounted, as a publish to a broker that is down does.
-        log.warning("API rate not counted (the cache is unavailable): %s", exc)
-        return
-    if count > rate and not receipt:
-        retry_after = max(1, math.ceil((window + 1) * WINDOW_SECONDS - now))
+    retry_after = _over_rate(f"questlog:api-rate:{token_hash}", rate, WINDOW_SECONDS)
+    if retry_after and not receipt:
         raise RateLimited(retry_after)
 
 
-def _count(key: str) -> int:
+def password_reset_count(address: str | None, email: str) -> None:
+    """Counts one password-reset request from this address for this account (the email address
+    asked about, whether or not an account has it) and raises RateLimited past
+    QUESTLOG_PASSWORD_RESET_RATE an hour for either: every request sends mail, so without a limit
+    anyone could fill a person's inbox, or the server's mail quota, from anywhere."""
+    rate = settings.QUESTLOG_PASSWORD_RESET_RATE
+    if rate <= 0:
+        return
+    # Both are counted, whichever runs over: a refused request still counts against the other.
+    over = [
+        _over_rate(f"questlog:password-reset:{kind}:{value}", rate, PASSWORD_RESET_WINDOW_SECONDS)
+        for kind, value in (("address", address or "unknown"), ("account", _account_key(email)))
+    ]
+    if retry_after := max(over):
+        minutes = max(1, math.ceil(retry_after / 60))
+        raise RateLimited(
+            retry_after,
+            f"Too many password-reset requests for this account or from this address; try again in {minutes} minute{'s' if minutes != 1 else ''}.",
+        )
+
+
+def _account_key(email: str) -> str:
+    # A hash, so that no address asked about is kept in the cache in clear; case-folded, as
+    # PasswordResetForm matches addresses without regard to case.
+    return hashlib.sha256(email.strip().casefold().encode()).hexdigest()
+
+
+def _over_rate(key: str, rate: int, window_seconds: int) -> int:
+    """Counts one request in the current window of `key`: the seconds until the next window when
+    the count is past `rate`, else 0."""
+    now = time.time()
+    window = int(now // window_seconds)
+    try:
+        count = _count(f"{key}:{window}", window_seconds)
+    except Exception as exc:  # noqa: BLE001 - whatever the cache backend raises when it is unreachable
+        # The limit protects the server; it is not worth refusing work for. With the cache (Redis)
+        # down the request goes through uncounted, as a publish to a broker that is down does.
+        log.warning("Request not counted (the cache is unavailable): %s", exc)
+        return 0
+    if count > rate:
+        return max(1, math.ceil((window + 1) * window_seconds - now))
+    return 0
+
+
+def _count(key: str, window_seconds: int) -> int:
     try:
         # incr() first: the window's key exists for all but its first request, so the common case
         # costs one cache call (two Redis round trips) and add() is only paid once a window.
@@ -50,4 +88,4 @@ def _count(key: str) -> int:
         # The first request of the window. add() is atomic: of two first requests at once, the one
         # that loses it counts itself on the key the other made. The key outlives its window a
         # little so that a late request of the window never opens it again.
-        return 1 if cache.add(key, 1, timeout=WINDOW_SECONDS + 5) else cache.incr(key)
+        return 1 if cache.add(key, 1, timeout=window_seconds + 5) else cache.incr(key)

@@ -8,6 +8,7 @@ from urllib.parse import urlencode
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.urls import reverse
+from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_http_methods, require_POST
 from django.views.decorators.vary import vary_on_headers
 
@@ -45,6 +46,10 @@ def tokens_context(request: HttpRequest, problem: Problem | None = None, *, new_
     }
 
 
+# never_cache: Cache-Control: no-store (and private) on every answer of this page, since one of them
+# carries a new token in clear: no browser, proxy or back button may keep a copy. The page's other
+# answers are sent so too, so that no answer of the page ever escapes it.
+@never_cache
 @login_required
 @vary_on_headers("HX-Request")
 @require_http_methods(["GET", "POST"])

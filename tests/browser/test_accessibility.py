@@ -340,10 +340,6 @@ NOT_SCANNED = {
     "account/export/": "a JSON download (Content-Disposition: attachment), not a page",
     "accounts/password_change/": "Django's stock view shown with the admin's templates; no page of ours links to it",
     "accounts/password_change/done/": "likewise (Django's stock password views)",
-    "accounts/password_reset/": "likewise (Django's stock password views)",
-    "accounts/password_reset/done/": "likewise (Django's stock password views)",
-    "accounts/reset/<uidb64>/<token>/": "likewise (Django's stock password views)",
-    "accounts/reset/done/": "likewise (Django's stock password views)",
 }
 
 
