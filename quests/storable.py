@@ -45,8 +45,11 @@ class Unstorable(ValueError):
         self.malformed = malformed
 
 
+TEXT_PROBLEM = "may not contain a NUL character (\\u0000) or a lone surrogate."
+
+
 def text_rule(subject: str = "Text") -> str:
-    return f"{subject} may not contain a NUL character (\\u0000) or a lone surrogate."
+    return f"{subject} {TEXT_PROBLEM}"
 
 
 def is_storable_text(text: str) -> bool:
@@ -74,8 +77,11 @@ def check_json(value: Any, *, subject: str = "The value", max_depth: int | None 
     body parser walks a whole body, whose free values its schemas hold to the limit one by one.
 
     Walked with a stack of its own, not by recursion: a value nested far past the limit is
-    refused, not a RecursionError."""
-    _check_leaf(value, None, subject)
+    refused, not a RecursionError. Every checkpoint write walks its agent state, so the common
+    leaves (strings, containers) are judged inline and only the rest by _leaf_problem."""
+    problem = _leaf_problem(value)
+    if problem is not None:
+        raise Unstorable(f"{subject} {problem}")
     if not isinstance(value, (dict, list, tuple)):
         return value
     # (container, its depth, where it is: (where its parent is, its key), or None for the value)
@@ -84,20 +90,20 @@ def check_json(value: Any, *, subject: str = "The value", max_depth: int | None 
         item, depth, where = stack.pop()
         if max_depth is not None and depth > max_depth:
             raise Unstorable(f"{subject} nests deeper than {max_depth} levels.", path=_dotted(where))
-        if isinstance(item, dict):
-            for key, child in item.items():
-                if not isinstance(key, str) or not is_storable_text(key):
-                    raise Unstorable(text_rule(subject), path=_dotted(where))
-                if isinstance(child, (dict, list, tuple)):
-                    stack.append((child, depth + 1, (where, key)))
-                else:
-                    _check_leaf(child, (where, key), subject)
-        else:
-            for index, child in enumerate(item):
-                if isinstance(child, (dict, list, tuple)):
-                    stack.append((child, depth + 1, (where, index)))
-                else:
-                    _check_leaf(child, (where, index), subject)
+        is_object = isinstance(item, dict)
+        for key, child in item.items() if is_object else enumerate(item):
+            if is_object and not (type(key) is str and is_storable_text(key)):
+                raise Unstorable(text_rule(subject), path=_dotted(where))
+            kind = type(child)
+            if kind is dict or kind is list:
+                stack.append((child, depth + 1, (where, key)))
+            elif kind is str:
+                if not is_storable_text(child):
+                    raise Unstorable(text_rule(subject), path=_dotted((where, key)))
+            elif isinstance(child, (dict, list, tuple)):
+                stack.append((child, depth + 1, (where, key)))
+            elif (problem := _leaf_problem(child)) is not None:
+                raise Unstorable(f"{subject} {problem}", path=_dotted((where, key)))
     return value
 
 
@@ -126,18 +132,18 @@ def json_value(text: str | bytes, *, subject: str = "The JSON") -> Any:
     return check_json(parse_json(text, subject=subject, max_depth=JSON_DEPTH_MAX), subject=subject)
 
 
-def _check_leaf(value: Any, where: Any, subject: str) -> None:
+def _leaf_problem(value: Any) -> str | None:
+    """What is wrong with a value that is not a container, as the end of a sentence; or None."""
     if isinstance(value, str):
-        if not is_storable_text(value):
-            raise Unstorable(text_rule(subject), path=_dotted(where))
-    elif isinstance(value, float):
-        if not math.isfinite(value):
-            raise Unstorable(f"{subject} holds {_not_a_number(repr(value))}", path=_dotted(where))
-    elif isinstance(value, int) and not isinstance(value, bool):
-        if abs(value) > NUMBER_MAX:
-            raise Unstorable(f"{subject} holds {_out_of_range(str(value))}", path=_dotted(where))
-    elif value is not None and not isinstance(value, (bool, dict, list, tuple)):
-        raise Unstorable(f"{subject} holds a {type(value).__name__}, which is not a JSON value.", path=_dotted(where))
+        return None if is_storable_text(value) else TEXT_PROBLEM
+    if isinstance(value, bool) or value is None or isinstance(value, (dict, list, tuple)):
+        return None
+    if isinstance(value, float):
+        return None if math.isfinite(value) else f"holds {_not_a_number(repr(value))}"
+    if isinstance(value, int):
+        # str() of an integer past 4,300 digits raises: such a one is only said to be an integer.
+        return None if -NUMBER_MAX <= value <= NUMBER_MAX else f"holds {_out_of_range(str(value) if value.bit_length() < 4096 else 'an integer')}"
+    return f"holds a Python {type(value).__name__}, which is not a JSON value."
 
 
 def _dotted(where: Any) -> str | None:

@@ -5,6 +5,7 @@ JSON value nesting deeper than JSON_DEPTH_MAX. The API's bodies, the LangGraph `
 error) and change nothing; never a 500."""
 
 import json
+from pathlib import Path
 from urllib.parse import quote
 
 import pytest
@@ -226,8 +227,16 @@ def test_edit_and_approve_with_an_unstorable_payload_is_a_form_error(alice_clien
     assert Approval.objects.get(pk=approval.pk).status == "pending"
 
 
-def test_the_documented_depth_is_the_enforced_one():
-    from pathlib import Path
+ROOT = Path(__file__).resolve().parent.parent
 
-    api_md = (Path(__file__).resolve().parent.parent / "docs" / "api.md").read_text()
+
+def test_no_page_form_or_endpoint_parses_a_clients_json_itself():
+    """The rule stays one: whatever reads JSON from a client goes through quests.storable."""
+    readers = [*(ROOT / "quests" / "api").glob("*.py"), *(ROOT / "quests" / "web").glob("*.py"), ROOT / "quests" / "forms.py",
+               *(ROOT / "quests" / "retention").glob("*.py")]
+    assert [str(path) for path in readers if "json.loads(" in path.read_text()] == []
+
+
+def test_the_documented_depth_is_the_enforced_one():
+    api_md = (ROOT / "docs" / "api.md").read_text()
     assert "### JSON values" in api_md and f"nests at most **{JSON_DEPTH_MAX} levels**" in api_md
