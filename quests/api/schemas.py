@@ -1,7 +1,8 @@
 """Request bodies of the agent API (API.md). Each field states in the OpenAPI document what the
 API enforces, so a body that is valid by the schema is accepted: no NUL character or lone
 surrogate anywhere (PostgreSQL cannot store them), no blank titles, whole numbers as JSON
-integers (never "3" or 3.0), and a free-form object's keys and values held to the same rule."""
+integers (never "3" or 3.0), and a free-form object's keys and values held to the same rule
+(quests.storable), nesting at most quests.limits.JSON_DEPTH_MAX levels."""
 
 import re
 from datetime import datetime, timezone
