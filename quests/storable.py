@@ -35,14 +35,13 @@ _NUMBER_MAX_CHARACTERS = len(str(int(NUMBER_MAX))) + 1
 
 class Unstorable(ValueError):
     """Why a client's text or JSON cannot be kept, as a sentence for a person. `path` says where
-    in a JSON value (dotted keys and indexes; "" for the value itself), when that is known;
-    `malformed` when the text is not JSON at all, or not JSON every reader takes."""
+    in a JSON value (dotted keys and indexes; a repeated key: the key), or None for the value
+    itself or the text as a whole."""
 
-    def __init__(self, message: str, *, path: str | None = None, malformed: bool = False) -> None:
+    def __init__(self, message: str, *, path: str | None = None) -> None:
         super().__init__(message)
         self.message = message
         self.path = path
-        self.malformed = malformed
 
 
 TEXT_PROBLEM = "may not contain a NUL character (\\u0000) or a lone surrogate."
@@ -109,22 +108,22 @@ def check_json(value: Any, *, subject: str = "The value", max_depth: int | None 
 
 def parse_json(text: str | bytes, *, subject: str = "The JSON", max_depth: int | None = None) -> Any:
     """The JSON value `text` spells, if it is JSON every reader takes (numbers within range, no
-    repeated key); its strings and depth are for check_json. Else Unstorable, `malformed`.
+    repeated key); its strings and depth are for check_json. Else Unstorable.
     `max_depth` is only for the words of the refusal of text nested past what json.loads
     follows (about 1,500 levels)."""
     try:
         return json.loads(text, parse_constant=_no_constant, parse_float=_float, parse_int=_int, object_pairs_hook=_object)
     except _NotJson as exc:
-        raise Unstorable(f"{subject} holds {exc}", malformed=True) from None
+        raise Unstorable(f"{subject} holds {exc}") from None
     except _RepeatedKey as exc:
-        raise Unstorable(f"{subject} repeats the key {exc.key!r}.", path=exc.key, malformed=True) from None
+        raise Unstorable(f"{subject} repeats the key {exc.key!r}.", path=exc.key) from None
     except RecursionError:
         too_deep = f"{subject} nests deeper than {max_depth} levels." if max_depth else f"{subject} nests too deeply."
-        raise Unstorable(too_deep, malformed=True) from None
+        raise Unstorable(too_deep) from None
     except json.JSONDecodeError as exc:
-        raise Unstorable(f"{subject} is not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno}).", malformed=True) from None
+        raise Unstorable(f"{subject} is not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno}).") from None
     except UnicodeDecodeError:
-        raise Unstorable(f"{subject} is not UTF-8 text.", malformed=True) from None
+        raise Unstorable(f"{subject} is not UTF-8 text.") from None
 
 
 def json_value(text: str | bytes, *, subject: str = "The JSON") -> Any:
