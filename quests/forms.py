@@ -1,12 +1,24 @@
 """Forms for the pages: they only parse what a person typed. Whether an action is allowed is for
 the services to say (their ServiceError message is shown as the form error)."""
 
-import json
 from typing import Any
 
 from django import forms
 
+from quests import storable
 from quests.models import Mission
+
+
+def json_object(text: str, *, subject: str) -> dict[str, Any]:
+    """The JSON object a person typed, held to the rule of every JSON value a client sends
+    (quests.storable), or a form error saying what is wrong; nothing is changed either way."""
+    try:
+        value = storable.json_value(text.strip(), subject=subject)
+    except storable.Unstorable as exc:
+        raise forms.ValidationError(f"{exc.message} Nothing was changed.", code="unstorable") from None
+    if not isinstance(value, dict):
+        raise forms.ValidationError(f"{subject} must be a JSON object, like {{\"key\": \"value\"}}. Nothing was changed.")
+    return value
 
 
 class DecisionForm(forms.Form):
@@ -17,15 +29,7 @@ class DecisionForm(forms.Form):
     def clean(self) -> dict[str, Any]:
         data = super().clean()
         if data.get("decision") == "edit":
-            text = (data.get("payload") or "").strip()
-            try:
-                data["payload_json"] = json.loads(text)
-            except json.JSONDecodeError as exc:
-                raise forms.ValidationError(
-                    f"The payload is not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno}). Nothing was changed."
-                )
-            if not isinstance(data["payload_json"], dict):
-                raise forms.ValidationError("The payload must be a JSON object, like {\"key\": \"value\"}. Nothing was changed.")
+            data["payload_json"] = json_object(data.get("payload") or "", subject="The payload")
         return data
 
 

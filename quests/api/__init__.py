@@ -1,8 +1,6 @@
 """The agent API (API.md), built with django-ninja. Endpoints are thin: they validate the body,
 call one service, and shape the answer."""
 
-import json
-import math
 from typing import Any
 
 from django.db.utils import InterfaceError, OperationalError
@@ -11,83 +9,33 @@ from ninja import NinjaAPI
 from ninja.errors import AuthenticationError, HttpError, ValidationError
 from ninja.parser import Parser
 
+from quests import storable
 from quests.api.auth import AgentTokenAuth, PersonSessionAuth
 from quests.api.schemas import JSON_VALUE, JSON_VALUE_MARKER, JSON_VALUE_REF
 from quests.services.errors import InvalidInput, ServiceError
 
 
-def unstorable_text_at(value: Any) -> str | None:
-    """The path of a string (key or value) that PostgreSQL cannot store — one holding a NUL
-    character (text and jsonb refuse it) or a lone surrogate (not encodable as UTF-8) — or None.
-    Iterative, so deeply nested JSON cannot exhaust the stack."""
-    stack: list[tuple[str, Any]] = [("", value)]
-    while stack:
-        path, item = stack.pop()
-        if isinstance(item, dict):
-            for key, child in item.items():
-                child_path = f"{path}.{key}" if path else str(key)
-                if _unstorable(key):
-                    return path
-                stack.append((child_path, child))
-        elif isinstance(item, list):
-            stack.extend((f"{path}.{i}" if path else str(i), child) for i, child in enumerate(item))
-        elif isinstance(item, str) and _unstorable(item):
-            return path
-    return None
-
-
-def _unstorable(text: str) -> bool:
-    if "\x00" in text:
-        return True
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return True
-    return False
-
-
-def _not_json(constant: str) -> Any:
-    raise ValueError(f"{constant} is not a JSON value.")
-
-
-def _finite_float(text: str) -> float:
-    value = float(text)
-    if not math.isfinite(value):
-        return _not_json(text)  # 1e400 overflows to infinity
-    return value
-
-
-def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    # JSON leaves a repeated key to the reader (Python keeps the last one): a body that says two
-    # things about one field is refused rather than guessed at.
-    obj = dict(pairs)
-    if len(obj) != len(pairs):
-        seen: set[str] = set()
-        repeated = next(key for key, _ in pairs if key in seen or seen.add(key))
-        raise ServiceError(f"The request body repeats the key {repeated!r}.", code="malformed_json", field=repeated)
-    return obj
-
-
 class StorableJsonParser(Parser):
-    """JSON bodies whose text can be stored: refused here with a clear 422 rather than failing
-    deep in the database with a 500."""
+    """JSON bodies that keep to quests.storable's rule, refused here with a clear 400 or 422
+    rather than failing deep in the database with a 500. Depth is held per free value by the
+    schemas (quests.api.schemas.JsonObject): an envelope's own levels do not count against it."""
 
     def parse_body(self, request: HttpRequest):
-        # Python's json accepts NaN and Infinity, which are not JSON and which jsonb refuses:
-        # raising here makes them a 400 malformed body instead of a 500 from the database.
         try:
-            data = json.loads(request.body, parse_constant=_not_json, parse_float=_finite_float, object_pairs_hook=_object)
-        except RecursionError:
-            raise ServiceError("The request body nests too deeply.", code="malformed_json") from None
+            # Python's json accepts NaN and Infinity, which are not JSON and which jsonb refuses.
+            data = storable.parse_json(request.body, subject="The request body")
+        except storable.Unstorable as exc:
+            raise ServiceError(exc.message, code="malformed_json", **({"field": exc.path} if exc.path is not None else {})) from None
         if data is None:
             return {}  # `null` says "no body", as an empty one does (the optional run body)
         if not isinstance(data, dict):
             raise ServiceError("The request needs a JSON object body.", code="invalid")
         # Both kinds of unstorable text can only arrive as \u escapes: most bodies skip the walk.
         if b"\\u" in request.body:
-            field = unstorable_text_at(data)
-            if field is not None:
-                raise InvalidInput("Text may not contain a NUL character (\\u0000) or a lone surrogate.", field=field or None)
+            try:
+                storable.check_json(data, subject="Text", max_depth=None)
+            except storable.Unstorable as exc:
+                raise InvalidInput(exc.message, field=exc.path or None) from None
         return data
 
 
@@ -156,13 +104,21 @@ def on_database_unavailable(request: HttpRequest, exc: Exception) -> HttpRespons
 @api.exception_handler(ValidationError)
 def on_validation_error(request: HttpRequest, exc: ValidationError) -> HttpResponse:
     first = exc.errors[0] if exc.errors else {}
-    loc = [str(part) for part in first.get("loc", []) if part not in ("body", "payload", "path", "query")]
+    loc = _field_path(first.get("loc", ()))
     field = ".".join(loc) or None
     if first.get("type") == "missing" and not loc:
         return error_response(400, "invalid", "The request needs a JSON object body.", field=None)
     message = f"{field}: {first.get('msg', 'invalid value')}" if field else first.get("msg", "Invalid request.")
-    details = [{"field": ".".join(str(p) for p in e.get("loc", []) if p not in ("body", "payload")), "message": e.get("msg")} for e in exc.errors]
+    details = [{"field": ".".join(_field_path(e.get("loc", ()))), "message": e.get("msg")} for e in exc.errors]
     return error_response(422, "invalid", message, field=field, details=details)
+
+
+def _field_path(loc: tuple[Any, ...]) -> list[str]:
+    # ninja's location starts with where the value came from and, for a body, the view's
+    # parameter that holds it: ("body", "body", "payload", …), ("query", "limit"). Only what
+    # follows is the client's field (which may itself be called "payload").
+    skip = {"body": 2, "query": 1, "path": 1}.get(loc[0] if loc else None, 0)
+    return [str(part) for part in loc[skip:]]
 
 
 @api.exception_handler(AuthenticationError)

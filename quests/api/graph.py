@@ -2,7 +2,6 @@
 are LangGraph's own strings (any text, slashes included), so they travel in bodies and query
 strings rather than in paths."""
 
-import json
 from typing import Annotated, Any, Literal
 
 from django.http import HttpRequest
@@ -11,7 +10,8 @@ from pydantic import AfterValidator, Field, StringConstraints, WithJsonSchema
 
 from quests.api.auth import actor
 from quests.api.responses import ACT, BODY, READ, answers
-from quests.api.schemas import STORABLE, In, Int, JsonObject, JSON_VALUE_MARKER
+from quests import storable
+from quests.api.schemas import STORABLE, In, Int, JsonObject, JSON_VALUE_MARKER, StorableJson
 from quests.schemas import ApprovalOut, RunOut
 from quests.services import graph, graph_threads
 from quests.services.errors import InvalidInput
@@ -26,7 +26,7 @@ def _string(max_length: int, *, min_length: int = 1) -> Any:
 ThreadId = _string(300)
 Namespace = _string(500, min_length=0)
 GraphId = _string(100)
-JsonValue = Annotated[Any, WithJsonSchema(JSON_VALUE_MARKER)]
+JsonValue = Annotated[Any, StorableJson, WithJsonSchema(JSON_VALUE_MARKER)]
 def _bounded(ge: int, le: int) -> Any:
     # The bounds first, then Int's own rules: pydantic then writes them as `minimum`/`maximum`
     # in the document (after them, it would not).
@@ -64,6 +64,7 @@ def _has_id(checkpoint: dict[str, Any]) -> dict[str, Any]:
 CheckpointBody = Annotated[
     dict[str, Any],
     AfterValidator(_has_id),
+    StorableJson,
     WithJsonSchema({
         "type": "object",
         "required": ["id"],
@@ -208,10 +209,12 @@ class CopyOut(Schema):
 def _metadata_filter(text: str | None) -> dict[str, Any]:
     if text is None:
         return {}
+    # Held to the rule of every JSON value a client sends: a NUL in a key or NaN would otherwise
+    # reach the database's jsonb containment and fail there.
     try:
-        value = json.loads(text)
-    except ValueError:
-        raise InvalidInput("filter must be a JSON object.", field="filter") from None
+        value = storable.json_value(text, subject="filter")
+    except storable.Unstorable as exc:
+        raise InvalidInput(exc.message, field="filter") from None
     if not isinstance(value, dict):
         raise InvalidInput("filter must be a JSON object.", field="filter")
     return value

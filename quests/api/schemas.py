@@ -1,7 +1,8 @@
 """Request bodies of the agent API (API.md). Each field states in the OpenAPI document what the
 API enforces, so a body that is valid by the schema is accepted: no NUL character or lone
 surrogate anywhere (PostgreSQL cannot store them), no blank titles, whole numbers as JSON
-integers (never "3" or 3.0), and a free-form object's keys and values held to the same rule."""
+integers (never "3" or 3.0), and a free-form object's keys and values held to the same rule
+(quests.storable), nesting at most quests.limits.JSON_DEPTH_MAX levels."""
 
 import re
 from datetime import datetime, timezone
@@ -9,7 +10,10 @@ from typing import Annotated, Any, Literal
 
 from ninja import Schema
 from pydantic import AfterValidator, BeforeValidator, ConfigDict, Field, Strict, StringConstraints, WithJsonSchema
+from pydantic_core import PydanticCustomError
 
+from quests import storable
+from quests.limits import JSON_DEPTH_MAX
 from quests.models import MilestoneKind
 
 # Lone surrogates are refused too (quests.api.StorableJsonParser), but they are not Unicode
@@ -30,6 +34,12 @@ RFC3339 = re.compile(r"^\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]
 JSON_VALUE_MARKER = {"x-questlog": "JsonValue"}
 JSON_VALUE_REF = {"$ref": "#/components/schemas/JsonValue"}
 JSON_VALUE = {
+    # JSON Schema cannot bound a recursive value's depth: the description and an extension say it.
+    "description": (
+        f"Any JSON value: no NUL character or lone surrogate in a string or key, numbers within a double's range, "
+        f"and a free value (each field that takes one) nests at most {JSON_DEPTH_MAX} levels of objects and arrays."
+    ),
+    "x-questlog-max-depth": JSON_DEPTH_MAX,
     "anyOf": [
         {"type": "string", "pattern": STORABLE},
         {"type": "number"},
@@ -39,8 +49,23 @@ JSON_VALUE = {
         {"type": "object", "propertyNames": {"pattern": STORABLE}, "additionalProperties": JSON_VALUE_REF},
     ],
 }
+
+
+def _storable_json(value: Any) -> Any:
+    # The parser has held the body's text and numbers to the rule already; this adds the depth,
+    # counted from the free value itself, so an envelope (a LangGraph channel's {"version",
+    # "value": {"type", "data"}}) costs it nothing.
+    try:
+        return storable.check_json(value)
+    except storable.Unstorable as exc:
+        raise PydanticCustomError("unstorable", "{message}", {"message": exc.message}) from None
+
+
+# A free JSON value a client hands Questlog to keep, held to quests.storable's whole rule.
+StorableJson = AfterValidator(_storable_json)
 JsonObject = Annotated[
     dict[str, Any],
+    StorableJson,
     WithJsonSchema({"type": "object", "propertyNames": {"pattern": STORABLE}, "additionalProperties": JSON_VALUE_MARKER}),
 ]
 

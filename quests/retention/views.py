@@ -10,8 +10,7 @@ from typing import Any
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.core.serializers.json import DjangoJSONEncoder
-from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpResponse
 from django.shortcuts import redirect, render
 from django.utils import timezone
 from django.views.decorators.cache import never_cache
@@ -111,8 +110,8 @@ def memory_decide(request: HttpRequest, pk: int) -> HttpResponse:
 @login_required
 @require_GET
 def account_export(request: HttpRequest) -> HttpResponse:
-    data = export.account_export(actor=actor(request))
-    response = JsonResponse(data, encoder=DjangoJSONEncoder, json_dumps_params={"indent": 2, "ensure_ascii": False})
+    # Streamed: a long history is written as it is read, never held whole.
+    response = StreamingHttpResponse(export.account_export(actor=actor(request)), content_type="application/json")
     filename = f"questlog-{request.user.get_username()}-{timezone.now():%Y-%m-%d}.json"
     response["Content-Disposition"] = f'attachment; filename="{filename}"'
     return response

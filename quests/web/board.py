@@ -11,21 +11,27 @@ from django.views.decorators.vary import vary_on_headers
 
 from quests import selectors
 from quests.models import MissionStatus
+from quests.storable import Unstorable
 from quests.web.pages import Problem, page, render_page, search_text
 
 TEMPLATE = "quests/board.html"
 FRAGMENTS = {"quest-list"}
 
 
-def board_state(request: HttpRequest) -> tuple[str, str, Any]:
-    """The filter, search and page the address asks for (an unknown status is no filter)."""
+def board_state(request: HttpRequest) -> tuple[str, str, Any, Problem | None]:
+    """The filter, search and page the address asks for (an unknown status is no filter), and
+    the search's form error: a search no database could run is not run."""
     status = request.GET.get("status") or ""
-    return (status if status in MissionStatus.values else ""), search_text(request.GET), request.GET.get("page") or 1
+    try:
+        q, refused = search_text(request.GET), None
+    except Unstorable as exc:
+        q, refused = "", Problem(("search", "q"), exc.message)
+    return (status if status in MissionStatus.values else ""), q, request.GET.get("page") or 1, refused
 
 
 @page("board", TEMPLATE, fragments=FRAGMENTS)
 def board_context(request: HttpRequest, problem: Problem | None = None) -> dict[str, Any]:
-    status, q, page_number = board_state(request)
+    status, q, page_number, refused = board_state(request)
     board = selectors.board(request.user, status or None, q, page_number)
     # The page's own address keeps its filter, search and page (shareable; the back button works).
     state = {key: value for key, value in (("status", status), ("q", q)) if value}
@@ -35,7 +41,8 @@ def board_context(request: HttpRequest, problem: Problem | None = None) -> dict[
         "status": status,
         "q": q,
         "query": urlencode(state),
-        "problem": problem,
+        "problem": problem or refused,
+        "search_refused": refused is not None,
         "page_url": reverse("board") + (f"?{urlencode(here)}" if here else ""),
         "poll_query": urlencode(here),
         "api_missions_url": request.build_absolute_uri("/api/v1/missions"),
@@ -47,7 +54,8 @@ def board_context(request: HttpRequest, problem: Problem | None = None) -> dict[
 def board(request: HttpRequest) -> HttpResponse:
     since = request.GET.get("since")
     if request.htmx and since:
-        status, q, page_number = board_state(request)
-        if since == selectors.board_version(request.user, status or None, q, page_number):
+        status, q, page_number, refused = board_state(request)
+        if not refused and since == selectors.board_version(request.user, status or None, q, page_number):
             return HttpResponse(status=204)
-    return render_page(request, TEMPLATE, board_context(request), fragments=FRAGMENTS)
+    context = board_context(request)
+    return render_page(request, TEMPLATE, context, fragments=FRAGMENTS, status=422 if context["search_refused"] else 200)

@@ -16,6 +16,7 @@ from django.urls import Resolver404, resolve, reverse
 from django.utils.http import url_has_allowed_host_and_scheme
 from django_htmx.http import HttpResponseClientRefresh
 
+from quests import storable
 from quests.context_processors import inbox_badge
 from quests.forms import first_error
 from quests.services.access import get_for
@@ -113,8 +114,11 @@ def _origin(request: HttpRequest, default: str) -> str:
 
 
 def search_text(params: QueryDict, key: str = "q") -> str:
-    """What a person typed into a search box, its spaces tidied and its length capped."""
-    return " ".join((params.get(key) or "").split())[:SEARCH_MAX]
+    """What a person typed into a search box, its spaces tidied and its length capped. Text no
+    column can hold (quests.storable: a NUL character) raises Unstorable, for the page to show as
+    a form error: it could match nothing, and the database refuses to be asked."""
+    typed = storable.check_text(params.get(key) or "", subject="A search")
+    return " ".join(typed.split())[:SEARCH_MAX]
 
 
 def _as_seen_at(request: HttpRequest, origin: str) -> HttpRequest:

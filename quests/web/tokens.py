@@ -16,6 +16,7 @@ from quests import selectors
 from quests.forms import TokenForm, first_error
 from quests.services import tokens
 from quests.services.errors import ServiceError
+from quests.storable import Unstorable
 from quests.web.pages import Problem, act, page, query_number, render_page, search_text
 
 TEMPLATE = "quests/tokens.html"
@@ -27,7 +28,10 @@ def tokens_context(request: HttpRequest, problem: Problem | None = None, *, new_
     # What the person typed into the create form: from a search (GET, or the Find button's POST) or
     # a refused POST. A token just made, or a revoke, starts the form afresh.
     typing = request.POST if request.method == "POST" and "name" in request.POST and not new_token else request.GET
-    mission_q = search_text(typing, "mission_q") if "mission_q" in typing else None
+    try:
+        mission_q, search_problem = (search_text(typing, "mission_q") if "mission_q" in typing else None), ""
+    except Unstorable as exc:
+        mission_q, search_problem = None, exc.message  # not searched: the choices say why
     chosen = query_number(typing.get("mission"))
     choices = selectors.token_mission_choices(request.user, mission_q, chosen)
     if not any(m.pk == chosen for m in choices.missions):
@@ -37,6 +41,7 @@ def tokens_context(request: HttpRequest, problem: Problem | None = None, *, new_
         "tokens": listed,
         "typed_name": typing.get("name", "")[:100],
         "mission_q": mission_q or "",
+        "search_problem": search_problem,
         "chosen": chosen,
         "choices": choices,
         "new_token": new_token,
@@ -55,7 +60,8 @@ def tokens_context(request: HttpRequest, problem: Problem | None = None, *, new_
 @require_http_methods(["GET", "POST"])
 def token_list(request: HttpRequest) -> HttpResponse:
     if request.method == "GET" or "find" in request.POST:
-        return render_page(request, TEMPLATE, tokens_context(request), fragments=FRAGMENTS)
+        context = tokens_context(request)
+        return render_page(request, TEMPLATE, context, fragments=FRAGMENTS, status=422 if context["search_problem"] else 200)
     form = TokenForm(request.POST, missions=selectors.token_missions(request.user))
     if not form.is_valid():
         return _refused(request, first_error(form))
