@@ -34,6 +34,8 @@ class Problem:
     target: tuple[str, Any]
     message: str
     values: dict[str, Any] = field(default_factory=dict)
+    # Sent while logged out: nothing in it was wrong, so no field is marked invalid.
+    unsent: bool = False
 
 
 @dataclass(frozen=True)
@@ -181,7 +183,7 @@ def unsent_problem(request: HttpRequest) -> Problem | None:
     pressed = BUTTONS.get(values.get("decision") or values.get("action") or "")
     what = f"your “{pressed}”" if pressed else "what you sent"
     message = f"You had been logged out, so {what} was not applied and nothing changed. It is shown again here: send it once more if you still want it."
-    return Problem(target, message, values)
+    return Problem(target, message, values, unsent=True)
 
 
 def act(request: HttpRequest, *, origin: str, target: tuple[str, Any], form=None, do: Callable[[], Any]) -> HttpResponse:
