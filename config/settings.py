@@ -76,6 +76,8 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "django_htmx",
+    # Only for its static files: the API docs page serves Swagger UI from here, not from a CDN.
+    "ninja",
     "axes",
     "checkpoints",
     "quests",
@@ -96,6 +98,8 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    "quests.middleware.HtmxSessionEndedMiddleware",
+    "quests.middleware.PersonTimeZoneMiddleware",
     "axes.middleware.AxesMiddleware",  # last, as axes asks: it turns a lockout into our login page
 ]
 

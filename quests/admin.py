@@ -21,6 +21,7 @@ from quests.models import (
     MemoryProposal,
     Milestone,
     Mission,
+    PersonSettings,
     Run,
 )
 from quests.retention.forms import RetentionPolicyForm
@@ -129,6 +130,13 @@ class AgentTokenAdmin(ReadOnlyAdmin):
     search_fields = ("name", "prefix", "user__username")
     list_select_related = ("user", "mission")
     exclude = ("token_hash",)
+
+
+@admin.register(PersonSettings)
+class PersonSettingsAdmin(ReadOnlyAdmin):
+    list_display = ("id", "user", "time_zone")
+    search_fields = ("user__username", "time_zone")
+    list_select_related = ("user",)
 
 
 @admin.register(IdempotentRequest)

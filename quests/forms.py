@@ -5,7 +5,7 @@ from typing import Any
 
 from django import forms
 
-from quests import storable
+from quests import limits, storable
 from quests.models import Mission
 
 
@@ -21,9 +21,15 @@ def json_object(text: str, *, subject: str) -> dict[str, Any]:
     return value
 
 
+def limited_text(limit: int, what: str, **kwargs: Any) -> forms.CharField:
+    """A text field held to its limit from quests/limits.py, refused in the services' own words."""
+    messages = {"max_length": f"{what} can be at most {limit:,} characters; this one has %(show_value)s. Nothing was saved."}
+    return forms.CharField(max_length=limit, error_messages={**messages, **kwargs.pop("error_messages", {})}, **kwargs)
+
+
 class DecisionForm(forms.Form):
     decision = forms.ChoiceField(choices=[("approve", "Approve"), ("reject", "Reject"), ("edit", "Edit and approve")])
-    note = forms.CharField(required=False, max_length=5000)
+    note = limited_text(limits.DECISION_NOTE, "A note", required=False)
     payload = forms.CharField(required=False, max_length=1_000_000)
 
     def clean(self) -> dict[str, Any]:
@@ -35,11 +41,11 @@ class DecisionForm(forms.Form):
 
 class ReviewForm(forms.Form):
     action = forms.ChoiceField(choices=[("approve", "Approve"), ("correct", "Correct")])
-    note = forms.CharField(required=False, max_length=5000)
+    note = limited_text(limits.REVIEW_NOTE, "A constraint", required=False)
 
 
 class ConstraintForm(forms.Form):
-    text = forms.CharField(max_length=2000, error_messages={"required": "Write the constraint first."})
+    text = limited_text(limits.CONSTRAINT_TEXT, "A constraint", error_messages={"required": "Write the constraint first."})
 
     def clean_text(self) -> str:
         text = self.cleaned_data["text"].strip()
@@ -54,7 +60,7 @@ class RestoreForm(forms.Form):
 
 
 class TokenForm(forms.Form):
-    name = forms.CharField(max_length=100, error_messages={"required": "Give the token a name, so you know which agent uses it."})
+    name = forms.CharField(max_length=limits.TOKEN_NAME, error_messages={"required": "Give the token a name, so you know which agent uses it."})
     # Checked against `missions` one id at a time: the page offers a searched few, never them all.
     mission = forms.ModelChoiceField(
         queryset=Mission.objects.none(), required=False,

@@ -7,6 +7,29 @@ request bodies are deployment settings (QUESTLOG_MAX_BODY_BYTES) and live in con
 """
 
 # --- Text, per kind of text ------------------------------------------------------------------
+# Characters, counted as sent. A person's field shows its limit (`maxlength` and a counter, the
+# template tag `limit`), the API's schema states it, and the service refuses anything longer.
+
+MISSION_TITLE = 200
+PLANNED_MILESTONE_TITLE = 300
+MILESTONE_TITLE = 300
+# A constraint, whoever writes it. A milestone review's text becomes a constraint, so it is held
+# to the same limit: a correction can always be edited later.
+CONSTRAINT_TEXT = 2000
+REVIEW_NOTE = CONSTRAINT_TEXT
+# What a person tells the agent with an approval decision.
+DECISION_NOTE = 2000
+APPROVAL_ACTION = 500
+AGENT_REF = 200
+AGENT_NAME = 200
+IDEMPOTENCY_KEY = 200
+OPERATION_KEY = 200
+OPERATION_KIND = 100
+OPERATION_TARGET = 500
+EXTERNAL_ID = 500
+EXTERNAL_STATUS = 100
+MEMORY_NAME = 200
+TOKEN_NAME = 100
 
 # --- Lists and maps: how many items one request may carry ------------------------------------
 

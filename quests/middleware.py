@@ -1,9 +1,17 @@
 import re
+import zoneinfo
+from urllib.parse import urlencode, urlsplit
 
 from django.conf import settings
-from django.http import JsonResponse
+from django.contrib import messages
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import resolve_url
+from django.utils import timezone
+from django.utils.http import url_has_allowed_host_and_scheme
+from django_htmx.http import HttpResponseClientRedirect
 
 from quests.services.errors import PayloadTooLarge
+from quests.services.preferences import SESSION_TIME_ZONE
 
 API_PREFIX = "/api/"
 
@@ -30,6 +38,81 @@ class ApiBodyLimitMiddleware:
                 too_large = PayloadTooLarge(limit)
                 return JsonResponse({"error": {"code": too_large.code, "message": too_large.message, **too_large.extra}}, status=413)
         return self.get_response(request)
+
+
+class HtmxSessionEndedMiddleware:
+    """An htmx request whose session has ended (logged out in another tab, expired) gets a redirect
+    htmx follows as a whole page: to the login page, with `next` back to the page the person was
+    on. Without it htmx would swap the login page into the region it asked for. A form sent this
+    way is kept (quests.web.pages.keep_unsent) and shown again on that page after logging in."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        response = self.get_response(request)
+        if not getattr(request, "htmx", False) or request.user.is_authenticated:
+            return response
+        login_path = resolve_url(settings.LOGIN_URL)
+        if response.status_code != 302 or urlsplit(response["Location"]).path != login_path:
+            return response
+        if request.method == "POST":
+            # Imported here: the pages import the services, which this module must not need.
+            from quests.web.pages import keep_unsent
+
+            keep_unsent(request)
+            messages.warning(request, "You had been logged out, so what you just sent was not applied. Log in to go back to the page: it is shown again there.")
+        else:
+            messages.info(request, "You had been logged out. Log in to go back to the page you were on.")
+        return HttpResponseClientRedirect(f"{login_path}?{urlencode({'next': _page_seen(request)})}")
+
+
+def _page_seen(request: HttpRequest) -> str:
+    """The page the person was looking at (htmx's HX-Current-URL), if it is one of ours, else home."""
+    current = request.htmx.current_url or ""
+    if not url_has_allowed_host_and_scheme(current, allowed_hosts={request.get_host()}, require_https=request.is_secure()):
+        return "/"
+    parts = urlsplit(current)
+    return parts.path + (f"?{parts.query}" if parts.query else "")
+
+
+# The cookie static/js/questlog.js keeps with the browser's time zone (an IANA name).
+TIME_ZONE_COOKIE = "questlog_tz"
+
+
+def person_time_zone(request: HttpRequest) -> zoneinfo.ZoneInfo | None:
+    """The zone the pages show times in: the person's own setting, else their browser's, else
+    None (the site's, UTC). An unknown name is ignored, never an error."""
+    chosen = ""
+    user = getattr(request, "user", None)
+    if user is not None and user.is_authenticated:
+        # Put in the session at login and on every change (quests.services.preferences).
+        chosen = request.session.get(SESSION_TIME_ZONE, "")
+    for name in (chosen, request.COOKIES.get(TIME_ZONE_COOKIE, "")):
+        if name:
+            try:
+                return zoneinfo.ZoneInfo(name)
+            except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+                continue
+    return None
+
+
+class PersonTimeZoneMiddleware:
+    """Activates the person's time zone for the request, so every time a page shows is theirs."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        zone = person_time_zone(request)
+        if zone is None:
+            timezone.deactivate()
+        else:
+            timezone.activate(zone)
+        try:
+            return self.get_response(request)
+        finally:
+            timezone.deactivate()
 
 
 class ApiErrorBodyMiddleware:

@@ -311,3 +311,14 @@ class GraphThread(models.Model):
 
     def __str__(self) -> str:
         return self.thread_id
+
+
+class PersonSettings(models.Model):
+    """A person's own choices for the pages. An empty time zone means the browser's: the pages read
+    it from the cookie static/js/questlog.js keeps (quests.middleware.PersonTimeZoneMiddleware)."""
+
+    user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="questlog_settings")
+    time_zone = models.CharField(max_length=64, blank=True, default="")
+
+    def __str__(self) -> str:
+        return f"{self.user} · {self.time_zone or 'browser time zone'}"

@@ -17,7 +17,7 @@ from quests.services.audit import Actor
 from quests.services.bundle import pending_annotations, pending_of
 from quests.selectors_common import search_missions
 from quests.selectors_people import TOKENS_PAGE_SIZE, InboxItem, inbox, token_mission_choices, token_missions, tokens  # noqa: F401
-from quests.templatetags.questlog import label
+from quests.templatetags.questlog import milestone_kind
 # The mission page's read side lives in its own module; its names stay reachable from here.
 from quests.selectors_mission import (  # noqa: F401
     CHECKPOINT_LIST_FIELDS, HistoryWindow, MissionPage, TimelineEntry, mission_page, timeline,
@@ -113,13 +113,13 @@ def quest_card(mission: Mission, milestones: list[Any]) -> QuestCard:
         "id": mission.pk,
         "title": mission.title,
         "status": mission.status,
-        "status_label": label(mission.status),
+        "status_label": machine.status_label(mission.status, waits_for_review=not pending.approval_action and bool(pending.milestone_title)),
         "running": mission.status == MissionStatus.RUNNING,
         "message": machine.message(mission, action, pending),
         "planned": planned,
         "approved": approved,
         "progress_text": f"{approved} of {planned} milestone{pluralize(planned)} approved",
-        "badges": [(label(m.kind), m.title) for m in milestones if m.review_status == ReviewStatus.APPROVED],
+        "badges": [(milestone_kind(m.kind), m.title) for m in milestones if m.review_status == ReviewStatus.APPROVED],
         "step": next_step(mission, action),
     }
 

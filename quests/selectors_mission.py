@@ -255,6 +255,15 @@ class MissionPage:
         return self.mission.status == MissionStatus.RUNNING
 
     @property
+    def gates_waiting(self) -> list[Milestone]:
+        """The gate milestones the mission waits on (they are listed with their review forms)."""
+        return [m for m in self.milestones if m.gate and m.is_awaiting_review and not m.withdrawn]
+
+    @property
+    def status_label(self) -> str:
+        return machine.status_label(self.mission.status, waits_for_review=not self.pending_approvals and bool(self.gates_waiting))
+
+    @property
     def has_checkpoints(self) -> bool:
         return self.tree.chosen is not None
 

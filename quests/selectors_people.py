@@ -7,13 +7,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.core.paginator import Page, Paginator
-from django.db.models import Case, CharField, F, IntegerField, Q, QuerySet, Value, When
+from django.db.models import Case, CharField, DateTimeField, F, IntegerField, Q, QuerySet, Value, When
 
 from quests.models import AgentToken, Approval, Milestone, Mission, MissionStatus
 from quests.selectors_common import HEAVY_CHECKPOINT_FIELDS, mission_matches
 from quests.services.access import visible
 from quests.services.audit import Actor
-from quests.services.inbox import inbox_approvals, inbox_count, inbox_milestones
+from quests.services.inbox import inbox_approvals, inbox_items_count, inbox_milestones, memory_proposals_waiting
 
 INBOX_PAGE_SIZE = 25
 TOKENS_PAGE_SIZE = 25
@@ -38,14 +38,32 @@ class InboxPage:
     # Numbers only (previous, next, of how many): the items are fetched by kind, not by the paginator.
     page: Page
     total: int
+    # Memory proposals waiting too: decided on the Memory page, counted in the navigation's badge.
+    proposals: int = 0
+
+    @property
+    def badge_count(self) -> int:
+        return self.total + self.proposals
 
 
 def _waiting(user) -> QuerySet:
-    """(kind, id, created_at) of everything waiting for this person, both kinds in one statement."""
-    def rows(qs: QuerySet, kind: str) -> QuerySet:
-        return qs.annotate(item_kind=Value(kind, output_field=CharField())).values_list("item_kind", "id", "created_at").order_by()
+    """(kind, id, blocks, respond_by, created_at) of everything waiting for this person, both kinds
+    in one statement. `blocks` is 1 for what an agent waits on: every pending approval (its run
+    ended to ask) and a gate milestone; a milestone that is no gate blocks no one."""
+    def rows(qs: QuerySet, kind: str, blocks: Any, respond_by: Any) -> QuerySet:
+        return qs.annotate(
+            item_kind=Value(kind, output_field=CharField()), blocks=blocks, due=respond_by,
+        ).values_list("item_kind", "id", "blocks", "due", "created_at").order_by()
 
-    return rows(inbox_approvals(user), "approval").union(rows(inbox_milestones(user), "milestone"), all=True)
+    no_deadline = Value(None, output_field=DateTimeField())
+    return rows(inbox_approvals(user), "approval", Value(1, output_field=IntegerField()), F("respond_by")).union(
+        rows(inbox_milestones(user), "milestone", Case(When(gate=True, then=1), default=0, output_field=IntegerField()), no_deadline),
+        all=True,
+    )
+
+
+# What blocks an agent first, then the nearest deadline, then the oldest.
+INBOX_ORDER = (F("blocks").desc(), F("due").asc(nulls_last=True), "created_at", "id", "item_kind")
 
 
 def _by_pk(qs: QuerySet, ids: list[int]) -> dict[int, Any]:
@@ -54,13 +72,13 @@ def _by_pk(qs: QuerySet, ids: list[int]) -> dict[int, Any]:
 
 
 def inbox(user, page: Any = 1) -> InboxPage:
-    """A page of what waits for this person across missions, oldest first. The total is the
+    """A page of what waits for this person across missions, in INBOX_ORDER. The total is the
     navigation's inbox count (the page hands it on, so it is counted once); then one query slices
     the page out of both kinds in SQL, and one per kind fetches its objects."""
-    total = inbox_count(user)
+    total = inbox_items_count(user)
     numbers = Paginator(range(total), INBOX_PAGE_SIZE).get_page(page)
     start = (numbers.number - 1) * INBOX_PAGE_SIZE
-    keys = [(kind, pk) for kind, pk, _ in _waiting(user).order_by("created_at", "id", "item_kind")[start : start + INBOX_PAGE_SIZE]]
+    keys = [(kind, pk) for kind, pk, *_ in _waiting(user).order_by(*INBOX_ORDER)[start : start + INBOX_PAGE_SIZE]]
     objects = {
         "approval": _by_pk(inbox_approvals(user).select_related("mission"), [pk for kind, pk in keys if kind == "approval"]),
         "milestone": _by_pk(
@@ -70,7 +88,7 @@ def inbox(user, page: Any = 1) -> InboxPage:
     }
     # An item decided between the queries is simply left out of this page.
     items = [InboxItem(kind, objects[kind][pk]) for kind, pk in keys if pk in objects[kind]]
-    return InboxPage(items=items, page=numbers, total=total)
+    return InboxPage(items=items, page=numbers, total=total, proposals=memory_proposals_waiting(user).count())
 
 
 # ---- tokens ------------------------------------------------------------------------------------

@@ -143,6 +143,8 @@ EXPECTED: dict[tuple[str, str], dict[str, int]] = {
     ("POST", "approvals/count/"): login_first_405(),
     ("GET", "tokens/"): own_page(200),
     ("POST", "tokens/"): own_page(200),  # a new token is shown once, on the page itself
+    ("GET", "settings/"): own_page(200),
+    ("POST", "settings/"): own_page(302),  # saved, then back to the page
     ("GET", "memory/"): own_page(200),
     ("POST", "memory/"): login_first_405(),
     ("GET", "account/export/"): own_page(200),

@@ -44,7 +44,7 @@ def test_it_shows_a_blocked_quest_with_its_retry_time(alice_client, alice, setti
     mission, run = running(alice, "Sync the CRM", agent=agent)
     runs.run_stop(actor=agent, run_id=run.pk, reason="blocked_external", detail="CRM unreachable", retry_at=datetime(2030, 1, 1, 14, 0, tzinfo=tz.utc))
     body = alice_client.get("/").content.decode()
-    assert "Blocked: CRM unreachable, retrying after 14:00" in body
+    assert "Blocked: CRM unreachable, retrying after Jan 1, 2030, 14:00 UTC" in body
 
 
 def test_progress_and_badges_come_from_approved_milestones_only(alice_client, alice):

@@ -186,13 +186,14 @@ def test_the_badge_counts_only_the_persons_own_and_asks_a_constant_number_of_que
     waiting_on_approval(bob, "Bob quest")
     waiting_on_gate(bob, "Bob gate")
     assert 'data-count="0"' in badge(alice_client).content.decode()
-    # The session, its user, the pending approvals and the milestones awaiting review: however many.
-    with django_assert_num_queries(4):
+    # The session, its user, and one count of what waits (approvals, milestones awaiting review,
+    # memory proposals): however many.
+    with django_assert_num_queries(3):
         assert badge(alice_client, since=0).status_code == 204
     for n in range(3):
         waiting_on_approval(alice, f"Quest {n}")
         waiting_on_gate(alice, f"Gate {n}")
-    with django_assert_num_queries(4):
+    with django_assert_num_queries(3):
         assert 'data-count="6"' in badge(alice_client, since=0).content.decode()
 
 

@@ -12,7 +12,7 @@ from ninja import Schema
 from pydantic import AfterValidator, BeforeValidator, ConfigDict, Field, Strict, StringConstraints, WithJsonSchema
 from pydantic_core import PydanticCustomError
 
-from quests import storable
+from quests import limits, storable
 from quests.limits import JSON_DEPTH_MAX
 from quests.models import MilestoneKind
 
@@ -102,7 +102,7 @@ def _in_utc(value: datetime) -> datetime:
 
 
 Moment = Annotated[datetime, BeforeValidator(_rfc3339), AfterValidator(_in_utc)]
-Key = Annotated[str, StringConstraints(min_length=1, max_length=200, pattern=STORABLE)] | None
+Key = Annotated[str, StringConstraints(min_length=1, max_length=limits.IDEMPOTENCY_KEY, pattern=STORABLE)] | None
 Int = Annotated[int, BeforeValidator(_json_integer), Strict()]
 Bool = Annotated[bool, Strict()]
 
@@ -127,24 +127,24 @@ class In(Schema):
 
 class PlannedMilestoneIn(In):
     kind: Literal[tuple(MilestoneKind.values)]  # type: ignore[valid-type]
-    title: Annotated[str, StringConstraints(min_length=1, max_length=300, pattern=STORABLE)]
+    title: Annotated[str, StringConstraints(min_length=1, max_length=limits.PLANNED_MILESTONE_TITLE, pattern=STORABLE)]
 
 
 class MissionIn(In):
-    title: text(max_length=200)
+    title: text(max_length=limits.MISSION_TITLE)
     objective: text()
-    constraints: list[text()] | None = None
+    constraints: list[text(max_length=limits.CONSTRAINT_TEXT)] | None = None
     planned_milestones: list[PlannedMilestoneIn] | None = None
     key: Key = None
 
 
 class ConstraintIn(In):
-    text: text()
+    text: text(max_length=limits.CONSTRAINT_TEXT)
     key: Key = None
 
 
 class RunIn(In):
-    agent: text(max_length=200, blank=True) | None = None
+    agent: text(max_length=limits.AGENT_NAME, blank=True) | None = None
     key: Key = None
 
 
@@ -164,16 +164,16 @@ class RecordIn(In):
 
 
 class OperationIn(In):
-    key: Annotated[str, StringConstraints(min_length=1, max_length=200, pattern=STORABLE)]
-    kind: Annotated[str, StringConstraints(min_length=1, max_length=100, pattern=STORABLE)]
-    target: Annotated[str, StringConstraints(min_length=1, max_length=500, pattern=STORABLE)]
+    key: Annotated[str, StringConstraints(min_length=1, max_length=limits.OPERATION_KEY, pattern=STORABLE)]
+    kind: Annotated[str, StringConstraints(min_length=1, max_length=limits.OPERATION_KIND, pattern=STORABLE)]
+    target: Annotated[str, StringConstraints(min_length=1, max_length=limits.OPERATION_TARGET, pattern=STORABLE)]
     request: JsonObject
     max_attempts: Int = Field(3, ge=1, le=1000)
 
 
 class CompleteIn(In):
-    external_id: text(max_length=500, blank=True)
-    external_status: Annotated[str, StringConstraints(min_length=1, max_length=100, pattern=STORABLE)]
+    external_id: text(max_length=limits.EXTERNAL_ID, blank=True)
+    external_status: Annotated[str, StringConstraints(min_length=1, max_length=limits.EXTERNAL_STATUS, pattern=STORABLE)]
     receipt: JsonObject | None = None
 
 
@@ -183,26 +183,26 @@ class FailIn(In):
 
 
 class ObserveIn(In):
-    external_status: Annotated[str, StringConstraints(min_length=1, max_length=100, pattern=STORABLE)]
+    external_status: Annotated[str, StringConstraints(min_length=1, max_length=limits.EXTERNAL_STATUS, pattern=STORABLE)]
     receipt: JsonObject | None = None
 
 
 class ApprovalIn(In):
-    action: text(max_length=500)
+    action: text(max_length=limits.APPROVAL_ACTION)
     payload: JsonObject
     reason: text()
     agent_state: JsonObject | None = None
     expires_at: Moment | None = None
     key: Key = None
-    agent_ref: text(max_length=200, blank=True) = ""
+    agent_ref: text(max_length=limits.AGENT_REF, blank=True) = ""
 
 
 class ApprovalItemIn(In):
-    action: text(max_length=500)
+    action: text(max_length=limits.APPROVAL_ACTION)
     payload: JsonObject
     reason: text()
     expires_at: Moment | None = None
-    agent_ref: text(max_length=200, blank=True) = ""
+    agent_ref: text(max_length=limits.AGENT_REF, blank=True) = ""
 
 
 class ApprovalBatchIn(In):
@@ -213,7 +213,7 @@ class ApprovalBatchIn(In):
 
 class MilestoneIn(In):
     kind: Literal[tuple(MilestoneKind.values)]  # type: ignore[valid-type]
-    title: text(max_length=300)
+    title: text(max_length=limits.MILESTONE_TITLE)
     summary: text(blank=True) = ""
     evidence: list[Int] | None = None
     gate: Bool = False
@@ -222,7 +222,7 @@ class MilestoneIn(In):
 
 
 class MemoryProposalIn(In):
-    name: text(max_length=200)
+    name: text(max_length=limits.MEMORY_NAME)
     value: text()
     reason: text()
     key: Key = None
@@ -239,7 +239,7 @@ class DecisionIn(In):
 
     decision: Literal["approve", "reject", "edit"]
     payload: JsonObject | None = None
-    note: text(blank=True) = ""
+    note: text(max_length=limits.DECISION_NOTE, blank=True) = ""
 
 
 class ReviewIn(In):
@@ -247,7 +247,7 @@ class ReviewIn(In):
     model_config = ConfigDict(json_schema_extra=required_when("action", "correct", {"note": {"type": "string", "pattern": NOT_BLANK}}))
 
     action: Literal["approve", "correct", "pause"]
-    note: text(blank=True) = ""
+    note: text(max_length=limits.REVIEW_NOTE, blank=True) = ""
 
 
 class RestoreIn(In):

@@ -7,11 +7,12 @@ from django.db import transaction
 from django.utils import timezone
 
 from checkpoints.models import Checkpoint
+from quests import limits
 from quests.models import Approval, ApprovalStatus, Milestone, MilestoneKind, Mission, MissionStatus, ReviewStatus, Run, StopReason
 from quests.services import idempotency, machine
 from quests.services.access import get_for, require_person
 from quests.services.audit import SYSTEM, Actor, audit
-from quests.services.errors import Conflict, InvalidInput
+from quests.services.errors import Conflict, InvalidInput, require_within
 from quests.services.locking import fence, lock_mission, lock_run
 from quests.services.missions import _pause, constraint_from_correction, has_pending
 from quests.services.runs import run_end
@@ -130,7 +131,7 @@ def approval_decide(
         # Two people deciding at once: the mission lock serialises them, and the second one
         # sees a decided approval here and gets 409.
         approval.refresh_from_db()
-        machine.require(approval, "approve")
+        _require_undecided(approval, mission)
         if decision not in DECISIONS:
             raise InvalidInput("decision must be approve, reject or edit.", field="decision")
         if decision == "edit":
@@ -139,6 +140,7 @@ def approval_decide(
             approval.decided_payload = payload
         elif decision == "approve":
             approval.decided_payload = approval.payload
+        require_within(note or "", limits.DECISION_NOTE, what="A note", field="note")
         approval.note = note or ""
         approval.decided_at = timezone.now()
         approval.decided_by = actor.user
@@ -149,6 +151,19 @@ def approval_decide(
         settle(mission, actor=actor)
         state_changed(mission)
         return approval
+
+
+def _require_undecided(approval: Approval, mission: Mission) -> None:
+    """Refuse a decision on an approval that is no longer pending, saying why: one that ended with
+    its quest was withdrawn, not left to run out."""
+    ran_out = approval.respond_by is not None and approval.decided_at is not None and approval.decided_at >= approval.respond_by
+    if approval.status == ApprovalStatus.EXPIRED and mission.status in (MissionStatus.CANCELLED, MissionStatus.COMPLETED) and not ran_out:
+        ended = "cancelled" if mission.status == MissionStatus.CANCELLED else "completed"
+        raise Conflict(
+            f"This approval was withdrawn because the quest was {ended}. Nothing was decided.",
+            code="invalid_transition", status=approval.status,
+        )
+    machine.require(approval, "approve")
 
 
 def approvals_expire_due(now: datetime | None = None) -> int:
@@ -211,7 +226,8 @@ def milestone_claim(
 
 def milestone_review(*, actor: Actor, milestone_id: int, action: str, note: str = "") -> Milestone:
     """Approve (the checkpoint becomes verified), correct (the note becomes a constraint), or pause
-    the mission (the milestone stays pending review)."""
+    the mission (the milestone stays pending review). Text sent with Approve becomes a constraint
+    too: approved, with a correction for what comes next."""
     with transaction.atomic():
         require_person(actor)
         milestone = get_for(actor, Milestone, milestone_id)
@@ -223,11 +239,14 @@ def milestone_review(*, actor: Actor, milestone_id: int, action: str, note: str 
             return milestone
         if action not in REVIEWS:
             raise InvalidInput("action must be approve, correct or pause.", field="action")
-        if action == "correct":
-            if not (note or "").strip():
-                raise InvalidInput("A correction needs a note: it becomes a constraint the agent must follow.", field="note")
-            constraint_from_correction(mission, note=note.strip(), actor=actor)
-        elif milestone.checkpoint_id:
+        correction = (note or "").strip()
+        if action == "correct" and not correction:
+            raise InvalidInput("A correction needs a note: it becomes a constraint the agent must follow.", field="note")
+        # A review's text is always a correction the agent must follow, with Approve too: text that
+        # bound no one would read as if it did.
+        if correction:
+            constraint_from_correction(mission, note=correction, actor=actor)
+        if action == "approve" and milestone.checkpoint_id:
             _verify(mission, milestone.checkpoint_id)
         milestone.note = note or ""
         milestone.reviewed_at = timezone.now()

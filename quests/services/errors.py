@@ -62,3 +62,10 @@ class RateLimited(ServiceError):
 
     def __init__(self, retry_after: int, message: str | None = None) -> None:
         super().__init__(message or f"Too many requests for this token; try again in {retry_after} s.", retry_after=retry_after)
+
+
+def require_within(text: str, limit: int, *, what: str, field: str) -> None:
+    """The one check of a text's length (limits in quests/limits.py), with the same words for the
+    API and the pages; the schemas and forms refuse it earlier where they can."""
+    if len(text) > limit:
+        raise InvalidInput(f"{what} can be at most {limit:,} characters; this one has {len(text):,}. Nothing was saved.", field=field, limit=limit)

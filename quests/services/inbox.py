@@ -1,4 +1,4 @@
-from quests.models import Approval, ApprovalStatus, Milestone
+from quests.models import Approval, ApprovalStatus, MemoryProposal, Milestone
 
 
 def inbox_approvals(user):
@@ -10,5 +10,20 @@ def inbox_milestones(user):
     return Milestone.objects.awaiting_review().filter(owner=user)
 
 
+def memory_proposals_waiting(user):
+    """What an agent asked to remember, waiting for the person's decision (on the Memory page)."""
+    return MemoryProposal.objects.filter(owner=user, status=MemoryProposal.Status.PENDING)
+
+
+def _ids(qs):
+    return qs.values("id").order_by()
+
+
+def inbox_items_count(user) -> int:
+    """What the inbox page lists: approvals and milestones (one query)."""
+    return _ids(inbox_approvals(user)).union(_ids(inbox_milestones(user)), all=True).count()
+
+
 def inbox_count(user) -> int:
-    return inbox_approvals(user).count() + inbox_milestones(user).count()
+    """The navigation's badge: everything waiting for the person, memory proposals included (one query)."""
+    return _ids(inbox_approvals(user)).union(_ids(inbox_milestones(user)), _ids(memory_proposals_waiting(user)), all=True).count()

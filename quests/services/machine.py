@@ -26,6 +26,7 @@ from quests.models import (
 )
 from quests.services.audit import Actor, audit
 from quests.services.errors import Conflict
+from quests.services.preferences import moment
 from quests.retention.services.expiry import retention_mission_ended
 
 Moves = dict[str, tuple[frozenset[str], frozenset[str]]]
@@ -300,6 +301,14 @@ def next_action(mission: Mission, pending: Pending, *, for_new_run: bool = False
     return "resume"
 
 
+def status_label(status: str, *, waits_for_review: bool) -> str:
+    """The status as a person reads it. `waiting_for_approval` names what waits: a milestone gate
+    is a review, not an approval of an action."""
+    if status == S.WAITING_FOR_APPROVAL and waits_for_review:
+        return "Waiting for your review"
+    return status.replace("_", " ").capitalize()
+
+
 def message(mission: Mission, action: str, pending: Pending) -> str:
     """The plain sentence a person reads for the mission's current state."""
     detail = mission.stop_detail.strip().rstrip(".")
@@ -322,7 +331,7 @@ def message(mission: Mission, action: str, pending: Pending) -> str:
     if action == "retry_external":
         sentence = f"Blocked: {detail or 'an external service is unavailable'}"
         if mission.retry_at:
-            sentence += f", retrying after {timezone.localtime(mission.retry_at):%H:%M}"
+            sentence += f", retrying after {moment(mission.retry_at)}"
         return sentence
     if mission.stop_reason == StopReason.INTERRUPTED:
         return "The last run stopped unexpectedly; the next run resumes from the last checkpoint."

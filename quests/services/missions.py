@@ -6,11 +6,12 @@ from django.utils import timezone
 from checkpoints.graph import graph_branch
 from checkpoints.models import DURABLE_RECORD_KINDS, Checkpoint, Record
 from checkpoints.services import checkpoint_agent_state, parts_get
+from quests import limits
 from quests.models import ApprovalStatus, Constraint, ConstraintSource, MilestoneKind, Mission, MissionStatus, StopReason
 from quests.services import idempotency, machine, pending
 from quests.services.access import get_for, require_person
 from quests.services.audit import Actor, audit
-from quests.services.errors import Conflict, Forbidden, InvalidInput, NotFound
+from quests.services.errors import Conflict, Forbidden, InvalidInput, NotFound, require_within
 from quests.services.runs import run_end
 from quests.services.savestate import take_checkpoint
 from quests.services.snapshots import state_changed
@@ -52,6 +53,8 @@ def mission_create(
 
 
 def _constraint_create(mission: Mission, *, text: str, source: str, actor: Actor, replaces: Constraint | None = None) -> Constraint:
+    # Every constraint, a correction's too, keeps to one length, so any of them can be edited.
+    require_within(text, limits.CONSTRAINT_TEXT, what="A constraint", field="note" if source == ConstraintSource.CORRECTION else "text")
     constraint = Constraint.objects.create(mission=mission, text=text, source=source, replaces=replaces)
     audit(actor=actor, mission=mission, entity="constraint", entity_id=constraint.pk, action="add", to_state="active", text=text)
     state_changed(mission)

@@ -1,15 +1,21 @@
 """Presentation helpers for the pages: labels, readable values, form problems, demo credentials."""
 
 import json
+from datetime import datetime
+from datetime import timezone as dt_timezone
 from typing import Any
 
 from django import template
 from django.conf import settings
 from django.contrib.auth import get_user_model
+from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString, mark_safe
+from django.utils.timesince import timesince, timeuntil
 
+from quests import limits
 from quests.services.demo import DEMO_PASSWORD, DEMO_USERNAME
+from quests.services.preferences import moment
 
 register = template.Library()
 
@@ -38,6 +44,24 @@ def label(value: Any) -> str:
     """`waiting_for_approval` → `Waiting for approval`."""
     text = str(value or "").replace("_", " ").strip()
     return text[:1].upper() + text[1:]
+
+
+# A milestone's kind as the thing it is, not a state it claims: a kind named "plan_approved" read
+# "Plan approved" on a plan still waiting for review.
+MILESTONE_KINDS = {
+    "research_complete": "Research",
+    "plan_approved": "Plan",
+    "data_verified": "Data check",
+    "draft_ready": "Draft",
+    "deployment_paused": "Deployment pause",
+    "milestone_reviewed": "Review",
+    "custom": "Milestone",
+}
+
+
+@register.filter
+def milestone_kind(value: str) -> str:
+    return MILESTONE_KINDS.get(value, label(value))
 
 
 @register.filter
@@ -132,3 +156,38 @@ def demo_credentials() -> tuple[str, str] | None:
     if not get_user_model().objects.filter(username=DEMO_USERNAME).exists():
         return None
     return DEMO_USERNAME, DEMO_PASSWORD
+
+
+@register.simple_tag
+def when(value: datetime | None, relative: bool = False) -> SafeString:
+    """A `<time>` element for a moment: the date and time, or with `relative` how long ago (or how
+    soon) it is, the exact moment then in its title. A minute or less either way is "just now"."""
+    if value is None:
+        return mark_safe("")
+    written = moment(value)
+    text = written
+    if relative:
+        now = timezone.now()
+        if abs((now - value).total_seconds()) < 60:
+            text = "just now"
+        elif value < now:
+            text = f"{timesince(value, now, depth=1)} ago"
+        else:
+            text = f"in {timeuntil(value, now, depth=1)}"
+    return format_html('<time datetime="{}" title="{}">{}</time>', value.astimezone(dt_timezone.utc).isoformat(), written, text)
+
+
+@register.simple_tag
+def limit(name: str) -> int:
+    """A text limit from quests/limits.py, for a field's `maxlength`."""
+    return getattr(limits, name)
+
+
+@register.simple_tag
+def counter(name: str, *field_id: Any) -> SafeString:
+    """The hint under a field that states its limit (`name` in quests/limits.py); the field's id is
+    `field_id` joined, the hint's that with "-count". static/js/questlog.js counts as the person types."""
+    most = getattr(limits, name)
+    return format_html(
+        '<p class="hint counter" id="{}-count" data-limit="{}">Up to {} characters.</p>', "".join(map(str, field_id)), most, f"{most:,}"
+    )

@@ -16,7 +16,7 @@ from quests.context_processors import inbox_badge
 from quests.forms import DecisionForm, ReviewForm
 from quests.models import Approval, Milestone
 from quests.services import approvals
-from quests.web.pages import Problem, act, actor, get_or_404, mission_url, page, render_page
+from quests.web.pages import Problem, act, actor, get_or_404, mission_url, page, render_page, unsent_problem
 
 TEMPLATE = "quests/inbox.html"
 FRAGMENTS = {"inbox"}
@@ -32,7 +32,8 @@ def inbox_context(request: HttpRequest, problem: Problem | None = None) -> dict[
         "page": waiting.page,
         "total": waiting.total,
         # The navigation shows the same count: handed on, it is not counted a second time.
-        "inbox_count": waiting.total,
+        "inbox_count": waiting.badge_count,
+        "proposals": waiting.proposals,
         "problem": problem,
         "problem_inline": problem is not None and problem.target in inline,
         # The forms send it as `next`: a decision answers with this same page of the inbox.
@@ -43,7 +44,8 @@ def inbox_context(request: HttpRequest, problem: Problem | None = None) -> dict[
 @login_required
 @vary_on_headers("HX-Request")
 def inbox(request: HttpRequest) -> HttpResponse:
-    return render_page(request, TEMPLATE, inbox_context(request), fragments=FRAGMENTS)
+    problem = None if request.htmx else unsent_problem(request)
+    return render_page(request, TEMPLATE, inbox_context(request, problem), fragments=FRAGMENTS)
 
 
 @login_required

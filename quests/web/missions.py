@@ -16,7 +16,7 @@ from quests import selectors
 from quests.forms import RestoreForm
 from quests.models import Mission, MissionStatus
 from quests.services import machine, missions
-from quests.web.pages import Problem, act, actor, answer, get_or_404, mission_url, page, query_number, render_page
+from quests.web.pages import Problem, act, actor, answer, get_or_404, mission_url, page, query_number, render_page, unsent_problem
 
 TEMPLATE = "quests/mission.html"
 FRAGMENTS = {"mission-body"}
@@ -97,7 +97,8 @@ def mission_detail(request: HttpRequest, pk: int) -> HttpResponse:
     since = request.GET.get("since")
     if request.htmx and since and since == selectors.mission_version(mission):
         return HttpResponse(status=204)
-    return render_page(request, TEMPLATE, mission_context(request, pk, mission=mission), fragments=FRAGMENTS)
+    problem = None if request.htmx else unsent_problem(request)
+    return render_page(request, TEMPLATE, mission_context(request, pk, problem, mission=mission), fragments=FRAGMENTS)
 
 
 @login_required

@@ -35,6 +35,8 @@ class Problem:
     target: tuple[str, Any]
     message: str
     values: dict[str, Any] = field(default_factory=dict)
+    # Sent while logged out: nothing in it was wrong, so no field is marked invalid.
+    unsent: bool = False
 
 
 @dataclass(frozen=True)
@@ -143,6 +145,49 @@ def answer(request: HttpRequest, origin: str, problem: Problem | None) -> HttpRe
     if request.htmx:
         return render_page(request, target_page.template, context, fragments=target_page.fragments, status=status)
     return render(request, target_page.template, context, status=status)
+
+
+# What a person sent after their session had ended (quests.middleware.HtmxSessionEndedMiddleware):
+# kept in the session, which survives logging in, and shown again on the page they return to.
+UNSENT_KEY = "questlog_unsent"
+# Characters of typed values kept; a bigger form is still named, its values are not carried.
+UNSENT_MAX_CHARS = 100_000
+# Where a form of each action shows its problem (the targets `act` is given by its views).
+UNSENT_TARGETS: dict[str, Callable[[dict[str, Any]], tuple[str, Any]]] = {
+    "approval-decide": lambda kw: ("approval", kw["pk"]),
+    "milestone-review": lambda kw: ("milestone", kw["pk"]),
+    "constraint-add": lambda kw: ("constraint", "add"),
+    "constraint-edit": lambda kw: ("constraint", kw["cid"]),
+    "mission-pause": lambda kw: ("controls", kw["pk"]),
+    "mission-unpause": lambda kw: ("controls", kw["pk"]),
+}
+BUTTONS = {"approve": "Approve", "edit": "Edit and approve", "reject": "Reject", "correct": "Correct"}
+
+
+def keep_unsent(request: HttpRequest) -> None:
+    """Keep what an action sent without a session, to show it again after the person logs in."""
+    values = {name: value for name, value in request.POST.items() if name != "csrfmiddlewaretoken"}
+    if sum(len(value) for value in values.values()) > UNSENT_MAX_CHARS:
+        values = {}
+    request.session[UNSENT_KEY] = {"path": request.path, "values": values}
+
+
+def unsent_problem(request: HttpRequest) -> Problem | None:
+    """The action a person sent while logged out, once, as a problem on its form: nothing of it was
+    applied, and what they chose and typed is there to send again."""
+    kept = request.session.pop(UNSENT_KEY, None) if hasattr(request, "session") else None
+    if not isinstance(kept, dict):
+        return None
+    values = kept.get("values") or {}
+    try:
+        match = resolve(str(kept.get("path") or ""))
+    except Resolver404:
+        return None
+    target = UNSENT_TARGETS.get(match.url_name, lambda kw: ("unsent", None))(match.kwargs)
+    pressed = BUTTONS.get(values.get("decision") or values.get("action") or "")
+    what = f"your “{pressed}”" if pressed else "what you sent"
+    message = f"You had been logged out, so {what} was not applied and nothing changed. It is shown again here: send it once more if you still want it."
+    return Problem(target, message, values, unsent=True)
 
 
 def act(request: HttpRequest, *, origin: str, target: tuple[str, Any], form=None, do: Callable[[], Any]) -> HttpResponse:

@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from quests.web import board, checkpoints, constraints, inbox, ledger, missions, tokens
+from quests.web import board, checkpoints, constraints, inbox, ledger, missions, preferences, tokens
 
 urlpatterns = [
     path("", board.board, name="board"),
@@ -20,6 +20,7 @@ urlpatterns = [
     path("approvals/count/", inbox.inbox_count_badge, name="inbox-count"),
     path("approvals/<int:pk>/decide/", inbox.approval_decide, name="approval-decide"),
     path("milestones/<int:pk>/review/", inbox.milestone_review, name="milestone-review"),
+    path("settings/", preferences.settings_page, name="settings"),
     path("tokens/", tokens.token_list, name="tokens"),
     path("tokens/<int:pk>/revoke/", tokens.token_revoke, name="token-revoke"),
 ]

@@ -279,3 +279,49 @@ document.addEventListener("htmx:afterSwap", (event) => {
   }
   settleFocus(plan, region, detail.xhr.status);
 });
+
+// ---- Times in the person's time zone -----------------------------------------------------------
+// The server shows times in the zone a person chose, else in their browser's, which it learns from
+// this cookie (quests.middleware.PersonTimeZoneMiddleware). IANA names need no encoding in a cookie.
+{
+  const zone = Intl.DateTimeFormat().resolvedOptions().timeZone;
+  if (zone && !document.cookie.split("; ").includes(`questlog_tz=${zone}`)) {
+    document.cookie = `questlog_tz=${zone}; path=/; max-age=31536000; samesite=lax`;
+  }
+}
+
+// ---- Text limits and the checkpoint picture, on load and in swapped content --------------------
+
+// A field with a limit (maxlength) says how much of it is used, in the hint it is described by.
+function countCharacters(field) {
+  const counter = document.getElementById(field.dataset.counter);
+  if (!counter) return;
+  const most = Number(counter.dataset.limit);
+  counter.textContent = `${field.value.length.toLocaleString("en")} of ${most.toLocaleString("en")} characters.`;
+}
+
+document.addEventListener("input", (event) => {
+  if (event.target instanceof Element && event.target.matches("[data-counter]")) countCharacters(event.target);
+});
+
+// The checkpoint picture scrolls sideways. It opens showing the checkpoint it is centred on (the
+// current one, unless the person chose another) at any width: with all the drawn checkpoints when
+// they fit, else with that one in the middle. A short history leaves most of the picture empty.
+function centreTree(wrap) {
+  const svg = wrap.querySelector("svg.tree");
+  const ring = svg?.querySelector(".chosen-ring");
+  if (!ring) return;
+  const scale = svg.getBoundingClientRect().width / (svg.viewBox.baseVal.width || 1);
+  const xs = Array.from(svg.querySelectorAll("circle[data-seq]"), (dot) => dot.cx.baseVal.value * scale);
+  const chosen = ring.cx.baseVal.value * scale;
+  const spread = Math.max(...xs) - Math.min(...xs);
+  const middle = spread + 40 <= wrap.clientWidth ? (Math.max(...xs) + Math.min(...xs)) / 2 : chosen;
+  wrap.scrollLeft = Math.max(0, middle - wrap.clientWidth / 2);
+}
+
+document.addEventListener("htmx:load", (event) => {
+  const root = event.detail.elt;
+  if (!(root instanceof Element)) return;
+  root.querySelectorAll("[data-counter]").forEach(countCharacters);
+  root.querySelectorAll(".tree-wrap").forEach(centreTree);
+});

@@ -280,6 +280,19 @@ def delete_confirmation(world):
     signed_in(world, f"/missions/{mission.pk}/retention/delete/")
 
 
+def settings_page(world):
+    signed_in(world, "/settings/")
+
+
+def settings_with_a_form_error(world):
+    signed_in(world, "/settings/")
+    # A zone the list does not offer, as a stale page or a crafted form would send it.
+    world.page.evaluate("() => { const o = document.createElement('option'); o.value = 'Mars/Olympus'; o.text = 'Mars'; document.getElementById('time-zone').append(o); }")
+    world.page.get_by_label("Time zone").select_option("Mars/Olympus")
+    world.page.get_by_role("button", name="Save").click()
+    expect(world.page.get_by_role("alert")).to_contain_text("is not a time zone we know")
+
+
 def not_found(world):
     assert signed_in(world, "/missions/999999/").status == 404
 
@@ -319,6 +332,8 @@ SCANS = [
     Scan("tokens/", tokens_with_a_new_token),
     Scan("tokens/", tokens_with_a_form_error),
     Scan("tokens/", tokens_at_phone_width),
+    Scan("settings/", settings_page),
+    Scan("settings/", settings_with_a_form_error),
     Scan("accounts/login/", login_page),
     Scan("accounts/login/", login_with_an_error),
     Scan("staff/retention/", staff_retention),
