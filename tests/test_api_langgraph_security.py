@@ -4,6 +4,7 @@ linking a thread to an existing quest obeys the rules of starting a run; a token
 mission learns nothing about the owner's other threads."""
 
 import threading
+from datetime import timedelta
 
 import pytest
 from django.test import Client
@@ -300,3 +301,28 @@ def test_a_held_quests_graph_checkpoints_are_not_deleted(alice, call):
 
     assert (refused.status_code, refused.json()["error"]["code"]) == (409, "held")
     assert GraphCheckpoint.objects.filter(mission=quest).count() == 1
+
+
+def test_threads_saved_before_the_flag_are_marked_as_making_their_mission_only_when_an_agent_made_it_with_them(alice):
+    from importlib import import_module
+
+    from django.apps import apps
+
+    migration = import_module("quests.migrations.0007_graph_thread_made_mission")
+    agent = token_client(alice)
+    made = Mission.objects.get(pk=agent.post("langgraph/checkpoints", checkpoint_body("made-here")).json()["mission_id"])
+    own = persons_quest(alice, "ready")
+    link(agent, "checkpoints", own, thread_id="joined")
+    by_agent_long_ago = Mission.objects.create(owner=alice, title="Old", objective="o")
+    AuditEvent.objects.create(
+        mission=by_agent_long_ago, actor_user=alice, actor_token=token_create(user=alice)[0], actor="agent:x", entity="mission",
+        entity_id=by_agent_long_ago.pk, action="create",
+    )
+    Mission.objects.filter(pk=by_agent_long_ago.pk).update(created_at=by_agent_long_ago.created_at - timedelta(hours=1))
+    GraphThread.objects.create(owner=alice, thread_id="joined-later", mission=by_agent_long_ago)
+    GraphThread.objects.update(made_mission=False)
+
+    migration.mark_threads_that_made_their_mission(apps, None)
+
+    assert dict(GraphThread.objects.values_list("thread_id", "made_mission")) == {"made-here": True, "joined": False, "joined-later": False}
+    assert GraphThread.objects.get(mission=made).made_mission
