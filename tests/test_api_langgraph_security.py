@@ -15,6 +15,7 @@ from quests.retention.services.expiry import retention_keep
 from quests.services import approvals, missions, records, runs
 from quests.services.audit import Actor
 from quests.services.tokens import token_create
+from quests.templatetags.questlog import stop_sentence
 from tests.conftest import ApiClient
 
 pytestmark = pytest.mark.django_db
@@ -153,6 +154,17 @@ def test_deleting_a_thread_that_made_its_quest_ends_and_purges_it_as_the_agents_
     assert {event.action for event in events} >= {"cancel", "purge", "delete"}
     assert all(event.actor == "agent:planner" and event.actor_token_id is not None for event in events)
     assert not Checkpoint.objects.filter(mission=quest).exists()
+
+
+def test_the_pages_say_the_agent_ended_the_quest_never_that_the_person_cancelled_it(alice):
+    agent = token_client(alice)
+    quest_id = agent.post("langgraph/checkpoints", checkpoint_body("offsite-42")).json()["mission_id"]
+    agent.post("langgraph/threads/delete", {"thread_id": "offsite-42"})
+
+    quest = Mission.objects.get(pk=quest_id)
+    # The sentence the mission page's timeline and the checkpoint page write for a stopped run and quest.
+    for stopped in (quest, quest.runs.get()):
+        assert stop_sentence(stopped) == "Ended: the agent deleted its LangGraph thread"
 
 
 def test_a_person_deleting_a_thread_that_made_its_quest_is_recorded_as_theirs(alice, person):
