@@ -32,6 +32,8 @@ class StopReason(models.TextChoices):
     FAILED_RETRY_BUDGET = "failed_retry_budget"
     PAUSED_BY_USER = "paused_by_user"
     CANCELLED_BY_USER = "cancelled_by_user"
+    # An agent deleted the LangGraph thread that made the mission: the agent's act, not the person's.
+    THREAD_DELETED = "thread_deleted"
     INTERRUPTED = "interrupted"
     COMPLETED = "completed"
 
@@ -303,6 +305,9 @@ class GraphThread(models.Model):
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
     thread_id = models.CharField(max_length=300)
     mission = models.OneToOneField(Mission, null=True, on_delete=models.SET_NULL, related_name="graph_thread")
+    # The thread's first save made the mission (rather than joining a quest that already was): only
+    # then does deleting the thread end and purge the mission.
+    made_mission = models.BooleanField(default=False)
     created_at = models.DateTimeField(auto_now_add=True)
     deleted_at = models.DateTimeField(null=True, blank=True)
 

@@ -260,7 +260,8 @@ EXPECTED: dict[tuple[str, str], dict[str, int]] = {
     # savers answer so too).
     ("POST", "/api/v1/langgraph/threads/delete"): own_api(200),
     ("POST", "/api/v1/langgraph/delete-for-runs"): own_api(200),
-    ("POST", "/api/v1/langgraph/copy"): own_api(200),
+    # The copy is a new mission, which a limited token cannot make: refused whatever the threads.
+    ("POST", "/api/v1/langgraph/copy"): {**own_api(200), "other_mission_token": 403},
     ("POST", "/api/v1/langgraph/prune"): own_api(200),
 }
 

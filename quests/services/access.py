@@ -47,6 +47,12 @@ def get_for(actor: Actor, model: type[M], pk: int, *, for_update: bool = False) 
     return obj
 
 
+def require_whole_account(actor: Actor) -> None:
+    """Making a mission: a token limited to one mission sees nothing else, so it makes nothing else."""
+    if actor.token is not None and actor.token.mission_id is not None:
+        raise Forbidden("This agent token is limited to one mission and cannot create missions.")
+
+
 def require_person(actor: Actor) -> None:
     """People-only actions: an agent can never approve its own request."""
     if not actor.is_person:

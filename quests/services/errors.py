@@ -53,6 +53,12 @@ def run_ended(stop_reason: str | None) -> Conflict:
     )
 
 
+def mission_not_startable(status: str) -> Conflict:
+    return Conflict(
+        f"This mission is {status.replace('_', ' ')} and cannot start a run now.", code="mission_not_startable", status=status,
+    )
+
+
 class RateLimited(ServiceError):
     """429: the token sent more requests this minute than QUESTLOG_API_RATE allows (or, with its own
     message, another throttle's count ran over)."""

@@ -1,6 +1,7 @@
 """LangGraph threads kept as Questlog missions (`questlog_client.langgraph.QuestlogSaver`).
 
-A thread of one user is one mission, created on first use. Every LangGraph checkpoint is a Questlog
+A thread of one user is one mission, created on first use, or an existing quest the thread joins
+on the terms of starting a run there. Every LangGraph checkpoint is a Questlog
 checkpoint of that mission (so the mission page, restore, compaction and retention apply), written
 by the mission's *session run*: LangGraph has no runs of its own to fence with, so the first write of
 a session starts a run (agent `langgraph`) and every write keeps it alive. A mission a person paused
@@ -21,12 +22,12 @@ from checkpoints.models import GraphCheckpoint, GraphWrite
 from checkpoints.pruning import blob_writers_guard_expression
 from checkpoints.roundtrip import RoundTrip
 from checkpoints.services import blobs_get, canonical_json, sha256_hex
-from quests.models import GraphThread, Mission, MissionStatus, Run
-from quests.services import approvals, missions, runs, savestate
+from quests.models import ApprovalStatus, GraphThread, Mission, MissionStatus, Run
+from quests.services import approvals, machine, missions, runs, savestate
 from quests.services.locking import named_now
 from quests.services.access import visible
 from quests.services.audit import Actor
-from quests.services.errors import Conflict, InvalidInput, NotFound, ServiceError
+from quests.services.errors import Conflict, InvalidInput, NotFound, ServiceError, mission_not_startable
 
 SESSION_AGENT = "langgraph"
 # What a save may find the mission doing, besides running or ready to run: after an interrupt the
@@ -71,9 +72,7 @@ def lock_thread(actor: Actor, thread_id: str, *, title: str = "", create: bool =
 
 def _thread_create(actor: Actor, thread_id: str, *, title: str, mission_id: int | None) -> None:
     if mission_id is not None:
-        mission = visible(actor, Mission).filter(pk=mission_id).first()
-        if mission is None:
-            raise NotFound(f"No mission with id {mission_id}.")
+        mission = _joinable(actor, mission_id)
         held = GraphThread.objects.filter(mission=mission).values_list("thread_id", flat=True).first()
         if held == thread_id:
             return  # a concurrent request (LangGraph saves and writes in parallel) linked it first
@@ -84,9 +83,25 @@ def _thread_create(actor: Actor, thread_id: str, *, title: str, mission_id: int 
             if mission_id is None:
                 objective = title or f"LangGraph thread {thread_id}"
                 mission, _ = missions.mission_create(actor=actor, title=(title or thread_id)[:200], objective=objective)
-            GraphThread.objects.create(owner=actor.user, thread_id=thread_id, mission=mission)
+            GraphThread.objects.create(owner=actor.user, thread_id=thread_id, mission=mission, made_mission=mission_id is None)
     except IntegrityError:
-        pass  # another request created it first: the caller's next lookup finds theirs
+        # Another request created it first: the caller's next lookup finds theirs. Unless the id
+        # is held by a mission the caller cannot see (a token limited to another mission): the
+        # lookup would never find it.
+        if not visible(actor, Mission).filter(graph_thread__owner=actor.user, graph_thread__thread_id=thread_id).exists():
+            raise Conflict(f"Thread {thread_id!r} is taken; use another thread id.", code="thread_exists") from None
+
+
+def _joinable(actor: Actor, mission_id: int) -> Mission:
+    """The caller's existing mission that a new thread joins, locked: joining it writes to it as a
+    run does, so a mission a person must act on first (waiting, paused, cancelled, …) refuses it
+    as it refuses a run."""
+    mission = visible(actor, Mission).select_for_update(of=("self",)).filter(pk=mission_id).first()
+    if mission is None:
+        raise NotFound(f"No mission with id {mission_id}.")
+    if mission.status in machine.NOT_STARTABLE:
+        raise mission_not_startable(mission.status)
+    return mission
 
 
 def session_run(actor: Actor, mission: Mission, *, saving: bool = True) -> Run | None:
@@ -97,13 +112,21 @@ def session_run(actor: Actor, mission: Mission, *, saving: bool = True) -> Run |
     run = named_now(mission, "active_run")
     if run is not None and not run.is_stale():
         return run
-    if saving and mission.status in WRITES_WHILE_WAITING:
+    if saving and mission.status in WRITES_WHILE_WAITING and _waits_for_the_graph(mission):
         return None
     # run_start ends a stale run first and refuses a paused, cancelled or waiting mission.
     run, _ = runs.run_start(actor=actor, mission_id=mission.pk, agent=SESSION_AGENT)
     mission.refresh_from_db()
     mission.active_run = run
     return run
+
+
+def _waits_for_the_graph(mission: Mission) -> bool:
+    """The mission waits for the graph's own interrupts (asked by its session run, or while it
+    waited), not for a question another agent asked: that one holds every write until answered."""
+    return mission.approvals.filter(
+        Q(run__isnull=True) | Q(run__agent=SESSION_AGENT), status=ApprovalStatus.PENDING,
+    ).exclude(agent_ref="").exists()
 
 
 def _beat(run: Run | None, trip: RoundTrip) -> None:

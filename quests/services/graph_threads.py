@@ -1,20 +1,26 @@
 """What LangGraph does to whole threads: delete one, delete what some of its runs wrote, copy one,
-prune old checkpoints. A deleted thread's mission is cancelled and purged like any deleted quest
-(the ledger keeps which side effects happened), and the thread id stays taken: LangGraph's own
-savers let a late write after a delete recreate the thread half-empty; here it is refused."""
+prune old checkpoints. Each deletes what the thread itself made: its LangGraph rows, and only
+when the thread made its mission (and the person did not choose to keep it), that mission's
+working state too; a person's own quest, or one they kept, stays whole (its Questlog checkpoints
+included), and held state is never deleted. A deleted thread's mission is ended and purged like
+any deleted quest (the ledger keeps which side effects happened), and the thread id stays taken:
+LangGraph's own savers let a late write after a delete recreate the thread half-empty; here it is
+refused. Every deletion is audited as whoever asked for it."""
 
 from collections import Counter
+from collections.abc import Iterable
 
 from django.db import transaction
-from django.db.models import Max
+from django.db.models import Max, Q, QuerySet
 from django.utils import timezone
 
 from checkpoints.models import Checkpoint, GraphCheckpoint, GraphWrite, Operation, OperationStatus
 from quests.models import GraphThread, Mission, MissionStatus, StopReason, TERMINAL_STATUSES
-from quests.retention.services.holds import is_held
+from quests.retention.services.holds import held_mission_ids, held_user_ids
 from quests.retention.services.purge import purge_missions, release_blobs
 from quests.services import machine, pending, savestate
-from quests.services.audit import Actor
+from quests.services.access import require_whole_account
+from quests.services.audit import Actor, audit
 from quests.services.errors import Conflict, InvalidInput
 from quests.services.graph import ThreadDeleted, lock_thread, thread_missions, writes_of
 from quests.services.runs import run_end
@@ -23,18 +29,28 @@ DELETED_DETAIL = "The LangGraph thread was deleted."
 
 
 def graph_delete_thread(*, actor: Actor, thread_id: str) -> bool:
-    """Delete a thread: its mission is cancelled and its state purged, and the thread id is kept
-    as deleted. Deleting a thread that does not exist (or no longer does) changes nothing."""
+    """Delete a thread: its LangGraph rows go and the thread id is kept as deleted. A mission the
+    thread made (and nobody kept) is ended and purged with it; any other stays as it is.
+    Deleting a thread that does not exist (or no longer does) changes nothing."""
     with transaction.atomic():
         mission = _existing(actor, thread_id)
         if mission is None:
             return False
-        if is_held(mission):
-            raise Conflict("This thread's history is on hold and cannot be deleted right now.", code="held")
-        if mission.status not in TERMINAL_STATUSES:
-            _cancel(actor, mission)
-        purge_missions([mission.pk], actor=actor)
-        GraphThread.objects.filter(mission=mission).update(deleted_at=timezone.now())
+        _refuse_held([mission.pk])
+        ends_mission = bool(_made_and_not_kept([mission.pk]))
+        if ends_mission:
+            if mission.status not in TERMINAL_STATUSES:
+                _end(actor, mission)
+            purge_missions([mission.pk], actor=actor)
+        else:
+            _delete_rows(_loaded(GraphCheckpoint.objects.filter(mission=mission)), keep_checkpoints_of={mission.pk})
+            GraphWrite.objects.filter(mission=mission).delete()
+        thread = mission.graph_thread
+        GraphThread.objects.filter(pk=thread.pk).update(deleted_at=timezone.now())
+        audit(
+            actor=actor, mission=mission, entity="graph_thread", entity_id=thread.pk, action="delete", from_state="live",
+            to_state="deleted", thread_id=thread_id, mission_ended=ends_mission,
+        )
         return True
 
 
@@ -47,24 +63,62 @@ def _existing(actor: Actor, thread_id: str) -> Mission | None:
         return None
 
 
-def _cancel(actor: Actor, mission: Mission) -> None:
+def _refuse_held(mission_ids: Iterable[int]) -> None:
+    held = Mission.objects.filter(pk__in=list(mission_ids)).filter(Q(pk__in=held_mission_ids()) | Q(owner_id__in=held_user_ids()))
+    if held.exists():
+        raise Conflict("This thread's history is on hold and cannot be deleted right now.", code="held")
+
+
+def _made_and_not_kept(mission_ids: Iterable[int]) -> set[int]:
+    """Of these missions, those whose working state is the thread's to delete: made by their
+    thread, and not kept by their person."""
+    return set(
+        Mission.objects.filter(pk__in=list(mission_ids), graph_thread__made_mission=True, retention_approved_at__isnull=True)
+        .values_list("pk", flat=True)
+    )
+
+
+def _end(actor: Actor, mission: Mission) -> None:
+    # A person deleting the thread cancels; an agent's deletion is recorded as the agent's.
+    reason = StopReason.CANCELLED_BY_USER if actor.is_person else StopReason.THREAD_DELETED
     run = mission.active_run
     if run is not None and run.ended_at is None:
-        run_end(mission, run, event="cancel", to=MissionStatus.CANCELLED, stop_reason=StopReason.CANCELLED_BY_USER, actor=actor, detail=DELETED_DETAIL, checkpoint=False)
+        run_end(mission, run, event="cancel", to=MissionStatus.CANCELLED, stop_reason=reason, actor=actor, detail=DELETED_DETAIL, checkpoint=False)
     else:
-        machine.transition(mission, event="cancel", to=MissionStatus.CANCELLED, actor=actor, stop_reason=StopReason.CANCELLED_BY_USER, detail=DELETED_DETAIL)
+        machine.transition(mission, event="cancel", to=MissionStatus.CANCELLED, actor=actor, stop_reason=reason, detail=DELETED_DETAIL)
         pending.pending_end(mission, actor=actor, because=pending.ENDED)
 
 
-def _delete_checkpoints(rows) -> int:
-    """Delete these LangGraph checkpoints with the Questlog checkpoints they are (and their writes),
-    and release the blobs nothing refers to any more."""
-    found = list(rows.only("pk", "checkpoint_id", "mission_id", "ns", "graph_id", "channels"))
+def _loaded(rows: QuerySet[GraphCheckpoint]) -> list[GraphCheckpoint]:
+    return list(rows.only("pk", "checkpoint_id", "mission_id", "ns", "graph_id", "channels"))
+
+
+def _delete_rows(found: list[GraphCheckpoint], *, keep_checkpoints_of: set[int]) -> None:
+    """Delete these LangGraph checkpoints with the Questlog checkpoints they are, except in the
+    missions of `keep_checkpoints_of` (those keep their Questlog checkpoints: only the LangGraph
+    row goes), and release the blobs nothing refers to any more."""
     candidates = {item[1] for row in found for item in row.channels.values()}
-    writes = [write.pk for group in writes_of(found).values() for write in group]
-    GraphWrite.objects.filter(pk__in=writes).delete()
-    Checkpoint.objects.filter(pk__in=[row.checkpoint_id for row in found]).only("pk").delete()
+    Checkpoint.objects.filter(pk__in=[row.checkpoint_id for row in found if row.mission_id not in keep_checkpoints_of]).only("pk").delete()
+    GraphCheckpoint.objects.filter(pk__in=[row.pk for row in found if row.mission_id in keep_checkpoints_of]).delete()
     release_blobs(candidates)
+
+
+def _delete_checkpoints(actor: Actor, rows: QuerySet[GraphCheckpoint], *, action: str) -> int:
+    """Delete these LangGraph checkpoints and their pending writes, as `_delete_rows` says, after
+    refusing if any of their missions is held; audited per mission."""
+    found = _loaded(rows)
+    counts = Counter(row.mission_id for row in found)
+    if not counts:
+        return 0
+    _refuse_held(counts)
+    keep = set(counts) - _made_and_not_kept(counts)
+    GraphWrite.objects.filter(pk__in=[write.pk for group in writes_of(found).values() for write in group]).delete()
+    _delete_rows(found, keep_checkpoints_of=keep)
+    for mission in Mission.objects.filter(pk__in=list(counts)).select_related("graph_thread"):
+        audit(
+            actor=actor, mission=mission, entity="graph_thread", entity_id=mission.graph_thread.pk, action=action,
+            checkpoints=counts[mission.pk], checkpoints_kept=mission.pk in keep,
+        )
     return len(found)
 
 
@@ -75,7 +129,7 @@ def graph_delete_for_runs(*, actor: Actor, run_ids: list[str]) -> int:
         return 0
     with transaction.atomic():
         rows = GraphCheckpoint.objects.filter(mission__in=thread_missions(actor), run_ref__in=[str(r) for r in run_ids])
-        return _delete_checkpoints(rows)
+        return _delete_checkpoints(actor, rows, action="delete_for_runs")
 
 
 def graph_prune(*, actor: Actor, thread_ids: list[str], strategy: str = "keep_latest") -> int:
@@ -91,13 +145,16 @@ def graph_prune(*, actor: Actor, thread_ids: list[str], strategy: str = "keep_la
             newest = rows.values("mission_id", "ns").annotate(newest=Max("graph_id"))
             for group in list(newest):
                 rows = rows.exclude(mission_id=group["mission_id"], ns=group["ns"], graph_id=group["newest"])
-        return _delete_checkpoints(rows)
+        return _delete_checkpoints(actor, rows, action="prune")
 
 
 def graph_copy_thread(*, actor: Actor, source_thread_id: str, target_thread_id: str) -> Mission | None:
     """Copy a thread's checkpoints (every namespace, with metadata and pending writes) into a new
     thread, whose new mission also gets the source's completed side effects: resuming the copy
-    must not repeat an email the source sent. A source that does not exist copies nothing."""
+    must not repeat an email the source sent. A source that does not exist copies nothing. The
+    copy is a new mission: a token limited to one mission is refused before anything is looked
+    up, so its answer says nothing about the owner's other threads."""
+    require_whole_account(actor)
     with transaction.atomic():
         source = _existing(actor, source_thread_id)
         if source is None:

@@ -9,9 +9,9 @@ from checkpoints.services import checkpoint_agent_state, parts_get
 from quests import limits
 from quests.models import ApprovalStatus, Constraint, ConstraintSource, MilestoneKind, Mission, MissionStatus, StopReason
 from quests.services import idempotency, machine, pending
-from quests.services.access import get_for, require_person
+from quests.services.access import get_for, require_person, require_whole_account
 from quests.services.audit import Actor, audit
-from quests.services.errors import Conflict, Forbidden, InvalidInput, NotFound, require_within
+from quests.services.errors import Conflict, InvalidInput, NotFound, require_within
 from quests.services.runs import run_end
 from quests.services.savestate import take_checkpoint
 from quests.services.snapshots import state_changed
@@ -26,8 +26,7 @@ def mission_create(
     planned_milestones: list[dict[str, str]] | None = None,
     key: str | None = None,
 ) -> tuple[Mission, bool]:
-    if actor.token is not None and actor.token.mission_id is not None:
-        raise Forbidden("This agent token is limited to one mission and cannot create missions.")
+    require_whole_account(actor)
     planned = [{"kind": m["kind"], "title": m["title"]} for m in planned_milestones or []]
     for m in planned:
         if m["kind"] not in MilestoneKind.values:

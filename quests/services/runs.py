@@ -13,7 +13,7 @@ from quests.models import Mission, MissionStatus, Run, StopReason
 from quests.services import idempotency, machine, pending
 from quests.services.access import visible
 from quests.services.audit import SYSTEM, Actor, audit
-from quests.services.errors import Conflict, NotFound, run_ended
+from quests.services.errors import Conflict, NotFound, mission_not_startable, run_ended
 from quests.services.locking import fence, lock_mission, lock_run
 from quests.services.savestate import take_checkpoint
 
@@ -49,11 +49,7 @@ def run_start(*, actor: Actor, mission_id: int, agent: str = "", key: str | None
                 actor=SYSTEM,
             )
         if mission.status in machine.NOT_STARTABLE:
-            raise Conflict(
-                f"This mission is {mission.status.replace('_', ' ')} and cannot start a run now.",
-                code="mission_not_startable",
-                status=mission.status,
-            )
+            raise mission_not_startable(mission.status)
         mission.run_count += 1
         now = timezone.now()
         run = Run(mission=mission, number=mission.run_count, agent=agent, token=actor.token, started_at=now, heartbeat_at=now)

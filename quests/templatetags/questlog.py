@@ -25,6 +25,7 @@ STOP_REASONS = {
     "failed_retry_budget": "Failed after using its retries",
     "paused_by_user": "Paused by you",
     "cancelled_by_user": "Cancelled by you",
+    "thread_deleted": "Ended: the agent deleted its LangGraph thread",
     "interrupted": "Stopped unexpectedly (no heartbeat)",
     "completed": "Completed",
 }
