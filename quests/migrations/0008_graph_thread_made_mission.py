@@ -28,7 +28,7 @@ def mark_threads_that_made_their_mission(apps, schema_editor):
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('quests', '0006_pages_at_scale'),
+        ('quests', '0007_person_settings'),
     ]
 
     operations = [
