@@ -156,13 +156,23 @@ def on_database_unavailable(request: HttpRequest, exc: Exception) -> HttpRespons
 @api.exception_handler(ValidationError)
 def on_validation_error(request: HttpRequest, exc: ValidationError) -> HttpResponse:
     first = exc.errors[0] if exc.errors else {}
-    loc = [str(part) for part in first.get("loc", []) if part not in ("body", "payload", "path", "query")]
+    loc = _field_path(first.get("loc", []))
     field = ".".join(loc) or None
     if first.get("type") == "missing" and not loc:
         return error_response(400, "invalid", "The request needs a JSON object body.", field=None)
     message = f"{field}: {first.get('msg', 'invalid value')}" if field else first.get("msg", "Invalid request.")
-    details = [{"field": ".".join(str(p) for p in e.get("loc", []) if p not in ("body", "payload")), "message": e.get("msg")} for e in exc.errors]
+    details = [{"field": ".".join(_field_path(e.get("loc", []))), "message": e.get("msg")} for e in exc.errors]
     return error_response(422, "invalid", message, field=field, details=details)
+
+
+def _field_path(loc: Any) -> list[str]:
+    """The field's path in the body or query, without the source and parameter name that ninja
+    puts first (`("body", "body", "payload")` is the field `payload`, which a body may well have)."""
+    parts = [str(part) for part in loc]
+    for _ in range(2):
+        if parts and parts[0] in ("body", "payload", "path", "query"):
+            parts.pop(0)
+    return parts
 
 
 @api.exception_handler(AuthenticationError)

@@ -10,6 +10,7 @@ from typing import Annotated, Any, Literal
 from ninja import Schema
 from pydantic import AfterValidator, BeforeValidator, ConfigDict, Field, Strict, StringConstraints, WithJsonSchema
 
+from quests import limits
 from quests.models import MilestoneKind
 
 # Lone surrogates are refused too (quests.api.StorableJsonParser), but they are not Unicode
@@ -41,8 +42,17 @@ JSON_VALUE = {
 }
 JsonObject = Annotated[
     dict[str, Any],
-    WithJsonSchema({"type": "object", "propertyNames": {"pattern": STORABLE}, "additionalProperties": JSON_VALUE_MARKER}),
+    Field(max_length=limits.OBJECT_KEYS_MAX),
+    WithJsonSchema({
+        "type": "object", "maxProperties": limits.OBJECT_KEYS_MAX, "propertyNames": {"pattern": STORABLE},
+        "additionalProperties": JSON_VALUE_MARKER,
+    }),
 ]
+
+
+def at_most(item: Any, max_items: int) -> Any:
+    """A list of `item`s bounded by one of quests.limits (a longer one is a 422 naming the field)."""
+    return Annotated[list[item], Field(max_length=max_items)]
 
 
 def text(*, max_length: int | None = None, blank: bool = False) -> Any:
@@ -108,8 +118,8 @@ class PlannedMilestoneIn(In):
 class MissionIn(In):
     title: text(max_length=200)
     objective: text()
-    constraints: list[text()] | None = None
-    planned_milestones: list[PlannedMilestoneIn] | None = None
+    constraints: at_most(text(), limits.MISSION_CONSTRAINTS_MAX) | None = None
+    planned_milestones: at_most(PlannedMilestoneIn, limits.MISSION_PLANNED_MILESTONES_MAX) | None = None
     key: Key = None
 
 
@@ -181,7 +191,7 @@ class ApprovalItemIn(In):
 
 
 class ApprovalBatchIn(In):
-    items: list[ApprovalItemIn] = Field(min_length=1, max_length=100)
+    items: list[ApprovalItemIn] = Field(min_length=1, max_length=limits.APPROVAL_BATCH_ITEMS_MAX)
     agent_state: JsonObject | None = None
     key: Key = None
 
@@ -190,7 +200,7 @@ class MilestoneIn(In):
     kind: Literal[tuple(MilestoneKind.values)]  # type: ignore[valid-type]
     title: text(max_length=300)
     summary: text(blank=True) = ""
-    evidence: list[Int] | None = None
+    evidence: at_most(Int, limits.MILESTONE_EVIDENCE_MAX) | None = None
     gate: Bool = False
     agent_state: JsonObject | None = None
     key: Key = None
