@@ -35,7 +35,9 @@ bind = os.environ.get("QUESTLOG_BIND", "127.0.0.1:8000").split(",")
 worker_class = "gthread"
 workers = _int("QUESTLOG_WEB_WORKERS", 2 * _cpus() + 1)
 threads = _int("QUESTLOG_WEB_THREADS", 4)
-# A worker silent this long (a request stuck this long) is killed and replaced.
+# A worker silent this long is killed and replaced. A gthread worker stays alive while one of its
+# threads is busy, so one request is bounded by the database deadlines and QUESTLOG_REQUEST_TIMEOUT
+# (config/database.py), which are kept below this.
 timeout = _int("QUESTLOG_WEB_TIMEOUT", 30)
 graceful_timeout = timeout
 # Behind a reverse proxy that keeps connections open to us.

@@ -1,6 +1,9 @@
 import re
+import time
 
 from django.conf import settings
+from django.db import connection
+from django.db.utils import OperationalError
 from django.http import JsonResponse
 
 from quests.services.errors import PayloadTooLarge
@@ -28,3 +31,54 @@ class ApiBodyLimitMiddleware:
                 too_large = PayloadTooLarge(limit)
                 return JsonResponse({"error": {"code": too_large.code, "message": too_large.message, **too_large.extra}}, status=413)
         return self.get_response(request)
+
+
+class RequestDeadlineExceeded(OperationalError):
+    """A request ran past QUESTLOG_REQUEST_TIMEOUT: answered like any database that did not answer
+    in time (503 `unavailable`), and its transaction is rolled back."""
+
+
+class RequestDeadlineMiddleware:
+    """Refuses to start a database statement once the request has run QUESTLOG_REQUEST_TIMEOUT
+    seconds, as long as the request has committed nothing: the transaction in progress is rolled
+    back and the answer is 503, so the client knows nothing was written. (Once a write has been
+    committed the request is allowed to finish: a 503 then would hide a write that happened.)
+
+    The statement timeout bounds one statement; this bounds them all together. gunicorn's worker
+    timeout cannot: a gthread worker keeps reporting alive while one of its threads is busy, so a
+    request thread is never cut short by it."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        seconds = settings.QUESTLOG_REQUEST_TIMEOUT
+        if seconds <= 0:
+            return self.get_response(request)
+        deadline = time.monotonic() + seconds
+        committed = False
+
+        def mark_committed() -> None:
+            nonlocal committed
+            committed = True
+
+        def within_deadline(execute, sql, params, many, context):
+            if not committed and time.monotonic() > deadline:
+                raise RequestDeadlineExceeded(f"The request ran past its deadline of {seconds} s.")
+            if connection.in_atomic_block:
+                if not any(callback is mark_committed for _, callback, _ in connection.run_on_commit):
+                    connection.on_commit(mark_committed)
+                return execute(sql, params, many, context)
+            result = execute(sql, params, many, context)
+            if not _is_one_read(sql):
+                mark_committed()  # autocommit: a write outside a transaction is committed at once
+            return result
+
+        # `connection` is this thread's own: other requests are not affected.
+        with connection.execute_wrapper(within_deadline):
+            return self.get_response(request)
+
+
+def _is_one_read(sql: str) -> bool:
+    # A round trip (checkpoints.roundtrip) may join several statements with "; ".
+    return sql.lstrip()[:6].upper() == "SELECT" and "; " not in sql
