@@ -146,6 +146,22 @@ def test_creating_a_mission_costs_the_same_statements_whatever_its_number_of_con
     assert statements_to_create(agent, 1) == statements_to_create(agent, 10) == statements_to_create(agent, limits.MISSION_CONSTRAINTS_MAX)
 
 
+def statements_to_ask(agent, questions: int) -> int:
+    mission = agent.post("missions", {"title": "t", "objective": "o"}).json()
+    run = agent.post(f"missions/{mission['id']}/runs", {}).json()["run"]
+    items = [{"action": f"pay invoice {i}", "payload": {"n": i}, "reason": "r", "agent_ref": f"call-{i}"} for i in range(questions)]
+    with CaptureQueriesContext(connection) as queries:
+        response = agent.post(f"runs/{run['id']}/approvals/batch", {"items": items})
+    assert response.status_code == 201, response.content
+    assert [a["agent_ref"] for a in response.json()["items"]] == [f"call-{i}" for i in range(questions)]
+    return len(queries)
+
+
+def test_asking_a_batch_of_approvals_costs_the_same_statements_whatever_its_size(agent):
+    statements_to_ask(agent, 1)
+    assert statements_to_ask(agent, 1) == statements_to_ask(agent, 10) == statements_to_ask(agent, limits.APPROVAL_BATCH_ITEMS_MAX)
+
+
 def test_constraints_created_together_are_in_the_save_state_in_order_and_audited(agent):
     response = agent.post("missions", {"title": "t", "objective": "o", "constraints": ["first", "second", "third"]})
     mission = Mission.objects.get(pk=response.json()["id"])
