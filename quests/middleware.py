@@ -40,9 +40,10 @@ class RequestDeadlineExceeded(OperationalError):
 
 class RequestDeadlineMiddleware:
     """Refuses to start a database statement once the request has run QUESTLOG_REQUEST_TIMEOUT
-    seconds, as long as the request has committed nothing: the transaction in progress is rolled
-    back and the answer is 503, so the client knows nothing was written. (Once a write has been
-    committed the request is allowed to finish: a 503 then would hide a write that happened.)
+    seconds, as long as the request has committed no transaction: the transaction in progress is
+    rolled back and the answer is 503, so the client knows nothing was written. (Once a transaction
+    has been committed the request is allowed to finish: a 503 then would hide a write that
+    happened. Bookkeeping written outside a transaction, such as a token's last use, does not count.)
 
     The statement timeout bounds one statement; this bounds them all together. gunicorn's worker
     timeout cannot: a gthread worker keeps reporting alive while one of its threads is busy, so a
@@ -57,28 +58,23 @@ class RequestDeadlineMiddleware:
             return self.get_response(request)
         deadline = time.monotonic() + seconds
         committed = False
+        commit = connection.commit
 
-        def mark_committed() -> None:
+        def commit_and_note() -> None:
+            # What transaction.atomic calls when its outermost block ends well.
             nonlocal committed
+            commit()
             committed = True
 
         def within_deadline(execute, sql, params, many, context):
             if not committed and time.monotonic() > deadline:
                 raise RequestDeadlineExceeded(f"The request ran past its deadline of {seconds} s.")
-            if connection.in_atomic_block:
-                if not any(callback is mark_committed for _, callback, _ in connection.run_on_commit):
-                    connection.on_commit(mark_committed)
-                return execute(sql, params, many, context)
-            result = execute(sql, params, many, context)
-            if not _is_one_read(sql):
-                mark_committed()  # autocommit: a write outside a transaction is committed at once
-            return result
+            return execute(sql, params, many, context)
 
         # `connection` is this thread's own: other requests are not affected.
-        with connection.execute_wrapper(within_deadline):
-            return self.get_response(request)
-
-
-def _is_one_read(sql: str) -> bool:
-    # A round trip (checkpoints.roundtrip) may join several statements with "; ".
-    return sql.lstrip()[:6].upper() == "SELECT" and "; " not in sql
+        connection.commit = commit_and_note
+        try:
+            with connection.execute_wrapper(within_deadline):
+                return self.get_response(request)
+        finally:
+            del connection.commit

@@ -10,7 +10,7 @@ from contextlib import contextmanager
 
 import psycopg
 import pytest
-from django.db import connection
+from django.db import connection, connections
 from django.db.utils import ConnectionHandler, OperationalError
 
 from config.database import database_settings, is_schema_migration
@@ -148,3 +148,31 @@ def test_a_request_within_its_deadline_is_untouched(agent, mission, settings):
     settings.QUESTLOG_REQUEST_TIMEOUT = 5
     with mission_locked_elsewhere(mission["id"], release_after=0.5):
         assert agent.post(f"missions/{mission['id']}/constraints", {"text": "Only on weekdays"}).status_code == 201
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_request_that_has_committed_is_allowed_to_finish_past_its_deadline(rf, settings, alice):
+    """A 503 after a committed transaction would tell the client nothing was written when it was."""
+    from django.db import transaction
+    from django.http import HttpResponse
+
+    from quests.middleware import RequestDeadlineExceeded, RequestDeadlineMiddleware
+    from quests.models import Mission
+
+    settings.QUESTLOG_REQUEST_TIMEOUT = 1
+
+    def writes_then_reads_late(request):
+        with transaction.atomic():
+            Mission.objects.create(owner=alice, title="kept", objective="o")
+        time.sleep(1.1)
+        return HttpResponse(str(Mission.objects.count()))
+
+    def reads_late(request):
+        time.sleep(1.1)
+        return HttpResponse(str(Mission.objects.count()))
+
+    assert RequestDeadlineMiddleware(writes_then_reads_late)(rf.get("/")).content == b"1"
+    with pytest.raises(RequestDeadlineExceeded):
+        RequestDeadlineMiddleware(reads_late)(rf.get("/"))
+    # The connection is itself again once the request is over.
+    assert "commit" not in vars(connections["default"])
