@@ -8,6 +8,14 @@ expected), and the goals of issue 10 (≥ 300 requests/s, p99 < 100 ms for every
 with 8 agents for 60 s) with PASS or MISS; it fails only on errors.
 
     .venv/bin/python bench/load.py [--agents 8] [--seconds 60] [--url http://host:port --token qlt_…]
+    .venv/bin/python bench/load.py --hostile [--hostile-threads 4] [--seconds 20]
+
+--hostile (issue 24): the same agents work twice in one run against the same server, first alone,
+then while a hostile agent (a token of its own, several connections at once) sends the largest
+requests the input bounds allow, as fast as it is answered: missions with the most constraints,
+checkpoints with the most agent-state keys, the largest approval batches, each body just under the
+body limit, and receipts of the largest size (which the rate never refuses). Prints the others' p99
+in each phase and their ratio, against the goal of at most 2×.
 
 Without --url it starts the server itself (bench/server.py: gunicorn as `make serve` runs it) on
 BENCH_DATABASE_URL (default: database questlog_bench_http on 127.0.0.1) and stops it by PID at the
@@ -126,9 +134,48 @@ def agent_loop(agent: server.Agent, seed: int, deadline: float, waiting: Waiting
         agent.call("resume", "GET", f"missions/{mission_id}/resume")
 
 
-def run_load(url: str, tokens: list[str], seconds: float, *, person: bool) -> tuple[list, float]:
-    """The agents (and the person, last in the list answered) until the deadline."""
+def filler(total_bytes: int, items: int, overhead: int) -> str:
+    """Text for each of `items` items so that they take about `total_bytes` together."""
+    return "x" * max(1, total_bytes // items - overhead)
+
+
+def hostile_loop(agent: server.Agent, deadline: float) -> None:
+    """The largest requests the bounds allow, one after the other until the deadline. What it is
+    answered is timed under its own kinds and kept apart from the others'."""
+    from django.conf import settings
+
+    from quests import limits
+
+    body = settings.QUESTLOG_MAX_BODY_BYTES - 4096  # under the limit (as the server reads it too), with room for the rest
+    constraints = [filler(body, limits.MISSION_CONSTRAINTS_MAX, 4)] * limits.MISSION_CONSTRAINTS_MAX
+    agent_state = {f"k{i:04d}": filler(body, limits.OBJECT_KEYS_MAX, 12) for i in range(limits.OBJECT_KEYS_MAX)}
+    batch = [
+        {"action": "pay", "payload": {"memo": filler(body, limits.APPROVAL_BATCH_ITEMS_MAX, 80)}, "reason": "r"}
+    ] * limits.APPROVAL_BATCH_ITEMS_MAX
+    receipt = {"body": "x" * (limits.RECEIPT_BYTES_MAX - 16)}
+    n = 0
+    while time.monotonic() < deadline:
+        n += 1
+        mission = agent.call("hostile: mission", "POST", "missions", {"title": f"hostile {n}", "objective": "o", "constraints": constraints})
+        if mission is None:
+            continue
+        started = agent.call("hostile: run", "POST", f"missions/{mission['id']}/runs", {"agent": "hostile"})
+        if started is None:
+            continue
+        run_id = started["run"]["id"]
+        agent.call("hostile: checkpoint", "POST", f"runs/{run_id}/checkpoints", {"agent_state": agent_state})
+        op = agent.call("hostile: operation", "POST", f"runs/{run_id}/operations", {"key": "k", "kind": "k", "target": "t", "request": {}})
+        if op is not None:
+            for i in range(10):
+                agent.call("hostile: receipt", "POST", f"operations/{op['id']}/observe", {"external_status": f"s{i}", "receipt": receipt})
+        agent.call("hostile: approvals", "POST", f"runs/{run_id}/approvals/batch", {"items": batch})
+
+
+def run_load(url: str, tokens: list[str], seconds: float, *, person: bool, hostile: str | None = None, hostile_threads: int = 0) -> tuple[list, float, list]:
+    """The agents (and the person, last in the first list answered) until the deadline; with a
+    `hostile` token, that agent too (its connections are the last list answered)."""
     agents = [server.Agent(url, token) for token in tokens]
+    hostiles = [server.Agent(url, hostile) for _ in range(hostile_threads)] if hostile else []
     someone = Person(url, common.USER_PREFIX + PERSON, PERSON_PASSWORD) if person else None
     waiting: Waiting | None = queue.Queue() if person else None
     errors: list[BaseException] = []
@@ -144,18 +191,19 @@ def run_load(url: str, tokens: list[str], seconds: float, *, person: bool) -> tu
     threads = [threading.Thread(target=work, args=(agent_loop, a, i, deadline, waiting)) for i, a in enumerate(agents)]
     if someone is not None:
         threads.append(threading.Thread(target=work, args=(someone.work, waiting, deadline)))
+    threads += [threading.Thread(target=work, args=(hostile_loop, h, deadline)) for h in hostiles]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
     elapsed = time.monotonic() - start
-    for agent in agents:
+    for agent in agents + hostiles:
         agent.close()
     if someone is not None:
         someone.close()
     if errors:
         raise RuntimeError(f"{len(errors)} thread(s) failed; the first: {errors[0]!r}") from errors[0]
-    return agents + ([someone] if someone is not None else []), elapsed
+    return agents + ([someone] if someone is not None else []), elapsed, hostiles
 
 
 def p99(samples: list[float]) -> float:
@@ -199,6 +247,39 @@ def report(agents: list, elapsed: float, seconds: float) -> None:
     )
 
 
+def all_times(callers: list) -> list[float]:
+    return [t for caller in callers for samples in caller.times.values() for t in samples]
+
+
+def report_hostile(calm: list, calm_elapsed: float, attacked: list, attacked_elapsed: float, hostiles: list, seconds: float) -> None:
+    """The others' latency alone and under a hostile agent, in one table with their ratio."""
+    print(f"\n== The others alone, then with a hostile agent ({len(hostiles)} connections), {seconds:.0f} s each (workers: {server.WORKERS})")
+    rows = []
+    p99s = []
+    for name, callers, elapsed in (("alone", calm, calm_elapsed), ("with the hostile agent", attacked, attacked_elapsed)):
+        samples = all_times(callers)
+        p99s.append(p99(samples) * 1000)
+        failures = [f for c in callers for f in c.failures]
+        common.figure(f"others {name}", f"{len(samples)} calls, {len(samples) / elapsed:.0f} requests/s, p50 {statistics.median(samples) * 1000:.1f} ms, p99 {p99s[-1]:.1f} ms, non-2xx {len(failures)}")
+        for failure, count in Counter(failures).most_common(5):
+            print(f"  {count} × {failure}")
+        rows.append((f"others' p99 {name}", f"{p99s[-1]:.1f} ms", ""))
+    hostile_times: dict[str, list[float]] = {}
+    for h in hostiles:
+        for kind, samples in h.times.items():
+            hostile_times.setdefault(kind, []).extend(samples)
+    for kind, samples in sorted(hostile_times.items()):
+        common.figure(f"{kind:<20}", f"{len(samples):5d} calls, p50 {statistics.median(samples) * 1000:7.1f} ms, p99 {p99(samples) * 1000:7.1f} ms")
+    hostile_failures = [f for h in hostiles for f in h.failures]
+    common.figure("hostile non-2xx answers", len(hostile_failures), fmt="d")
+    for failure, count in Counter(f[:160] for f in hostile_failures).most_common(5):
+        print(f"  {count} × {failure}")
+    common.load_note()
+    ratio = p99s[1] / p99s[0]
+    rows.append(("ratio", f"{ratio:.2f}×", f"≤ 2×  {'PASS' if ratio <= 2 else 'MISS'}"))
+    common.table("Goal of issue 24: the others' p99 with a hostile agent (bench/load.py --hostile)", rows)
+
+
 def person_tokens(count: int) -> list[str]:
     """The person's user (with a password, to sign in) and a token of theirs for each agent: the
     person sees and decides what the agents ask."""
@@ -218,6 +299,8 @@ def main() -> int:
     parser.add_argument("--token", help="an agent token for --url (default: one per agent, made in BENCH_DATABASE_URL)")
     parser.add_argument("--quick", action="store_true", help="as BENCH_QUICK=1")
     parser.add_argument("--no-person", action="store_true", help="agents only: no person polling pages and deciding approvals")
+    parser.add_argument("--hostile", action="store_true", help="the agents alone, then with a hostile agent sending the largest requests allowed")
+    parser.add_argument("--hostile-threads", type=int, default=4, help="connections the hostile agent uses at once")
     args = parser.parse_args()
     print(f"HTTP load{' (quick mode)' if QUICK else ''}, database {BENCH_URL.rsplit('/', 1)[-1]}")
     with common.bench_data():
@@ -227,12 +310,18 @@ def main() -> int:
             else person_tokens(args.agents) if person
             else [server.agent_token(f"agent{i}") for i in range(args.agents)]
         )
+        hostile = server.agent_token("hostile") if args.hostile else None
         web = server.Server(url=args.url.rstrip("/")) if args.url else server.start_server(BENCH_URL)
         try:
-            agents, elapsed = run_load(web.url, tokens, args.seconds, person=person)
+            agents, elapsed, _ = run_load(web.url, tokens, args.seconds, person=person)
+            if hostile:
+                attacked, attacked_elapsed, hostiles = run_load(web.url, tokens, args.seconds, person=person, hostile=hostile, hostile_threads=args.hostile_threads)
         finally:
             web.stop()
-    report(agents, elapsed, args.seconds)
+    if hostile:
+        report_hostile(agents, elapsed, attacked, attacked_elapsed, hostiles, args.seconds)
+    else:
+        report(agents, elapsed, args.seconds)
     return 0
 
 

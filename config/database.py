@@ -8,6 +8,14 @@ after QUESTLOG_DB_CONN_MAX_AGE seconds or when a health check at the start of a 
 finds it broken) or, when QUESTLOG_DB_POOL_SIZE > 0, as a psycopg pool per process that the threads
 share (the pool checks a connection before handing it out).
 
+Every request has a deadline (issue 24): a statement that runs longer than
+QUESTLOG_DB_STATEMENT_TIMEOUT seconds is cancelled by PostgreSQL, and a SQLite writer waits at most
+QUESTLOG_DB_BUSY_TIMEOUT seconds for the write lock; either way the request answers 503
+`unavailable` and its transaction is rolled back (quests.api). The statement timeout is set when
+the connection opens (no extra round trip) and spares Celery processes and `migrate`, whose batches
+and schema changes have no client waiting on them; quests.middleware.RequestDeadlineMiddleware
+bounds a request's statements taken together.
+
 Celery's prefork workers fork after the settings are loaded, and a pool (its sockets and its
 threads) must not cross a fork; Celery's Django fixup also closes the pool around every task, which
 would open a fresh pool per task. Celery processes therefore never pool: they use persistent
@@ -34,20 +42,31 @@ def is_celery_process(argv: list[str]) -> bool:
     return program.name == "celery" or (program.name == "__main__.py" and program.parent.name == "celery")
 
 
-def database_settings(environ: Mapping[str, str], default_url: str, *, may_pool: bool) -> dict:
+def is_schema_migration(argv: list[str]) -> bool:
+    """`manage.py migrate …`: a schema change may rewrite a big table for longer than any request may last."""
+    return len(argv) > 1 and Path(argv[0]).name == "manage.py" and argv[1] == "migrate"
+
+
+def database_settings(environ: Mapping[str, str], default_url: str, *, may_pool: bool, deadline: bool = True) -> dict:
     config = dj_database_url.parse(environ.get("DATABASE_URL") or default_url, conn_max_age=0)
     if config["ENGINE"] == "django.db.backends.sqlite3":
         # SQLite as the embedded default is set up for a web server and a worker writing at once:
         # WAL lets readers proceed during a write, IMMEDIATE takes the write lock at BEGIN (so two
-        # writers queue instead of failing on lock upgrade), and the busy timeout makes the queue wait.
+        # writers queue instead of failing on lock upgrade), and the busy timeout makes the queue wait
+        # (a writer that waits longer answers 503 rather than holding its worker).
         # Opening a SQLite file is cheap, so its connections stay per request.
         config["OPTIONS"] = {
             "transaction_mode": "IMMEDIATE",
-            "timeout": 20,
+            "timeout": env_int(environ, "QUESTLOG_DB_BUSY_TIMEOUT", 10),
             "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON;",
         }
         return config
     config.setdefault("TEST", {})
+    statement_timeout = env_int(environ, "QUESTLOG_DB_STATEMENT_TIMEOUT", 10)
+    if deadline and statement_timeout > 0:
+        options = config.setdefault("OPTIONS", {})
+        # libpq's startup options: the server applies them as the session opens.
+        options["options"] = f"{options.get('options', '')} -c statement_timeout={statement_timeout * 1000}".strip()
     pool_size = env_int(environ, "QUESTLOG_DB_POOL_SIZE", 0)
     if may_pool and pool_size > 0:
         from psycopg_pool import ConnectionPool
@@ -68,4 +87,5 @@ def database_settings(environ: Mapping[str, str], default_url: str, *, may_pool:
 
 
 def default_database(environ: Mapping[str, str], default_url: str) -> dict:
-    return database_settings(environ, default_url, may_pool=not is_celery_process(sys.argv))
+    celery = is_celery_process(sys.argv)
+    return database_settings(environ, default_url, may_pool=not celery, deadline=not (celery or is_schema_migration(sys.argv)))

@@ -40,7 +40,9 @@ workers = _int("QUESTLOG_WEB_WORKERS", 2 * _cpus() + 1)
 if refusal := per_process_cache_refusal(os.environ, workers):
     sys.exit(refusal)
 threads = _int("QUESTLOG_WEB_THREADS", 4)
-# A worker silent this long (a request stuck this long) is killed and replaced.
+# A worker silent this long is killed and replaced. A gthread worker stays alive while one of its
+# threads is busy, so one request is bounded by the database deadlines and QUESTLOG_REQUEST_TIMEOUT
+# (config/database.py), which are kept below this.
 timeout = _int("QUESTLOG_WEB_TIMEOUT", 30)
 graceful_timeout = timeout
 # Behind a reverse proxy that keeps connections open to us.

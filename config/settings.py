@@ -91,6 +91,7 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "quests.middleware.ApiBodyLimitMiddleware",
     "quests.middleware.ApiErrorBodyMiddleware",
+    "quests.middleware.RequestDeadlineMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -123,8 +124,13 @@ TEMPLATES = [
 ]
 
 # SQLite in the data dir by default; PostgreSQL keeps its connections (persistent, or a psycopg pool
-# when QUESTLOG_DB_POOL_SIZE > 0): see config/database.py.
+# when QUESTLOG_DB_POOL_SIZE > 0): see config/database.py. A statement is cancelled after
+# QUESTLOG_DB_STATEMENT_TIMEOUT seconds (PostgreSQL), a writer waits QUESTLOG_DB_BUSY_TIMEOUT seconds
+# for SQLite's write lock, and no request starts a statement after QUESTLOG_REQUEST_TIMEOUT seconds
+# (quests.middleware.RequestDeadlineMiddleware); all answer 503 `unavailable` with nothing written.
+# Keep them below QUESTLOG_WEB_TIMEOUT (config/gunicorn.py).
 DATABASES = {"default": default_database(os.environ, f"sqlite:///{DATA_DIR / 'questlog.sqlite3'}")}
+QUESTLOG_REQUEST_TIMEOUT = env_int("QUESTLOG_REQUEST_TIMEOUT", 20)
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 

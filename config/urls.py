@@ -47,9 +47,9 @@ def handler500(request):
     # Django calls this inside its `except` block, so the exception is still at hand. A database
     # that cannot be reached (on connect, or lost mid-request) is an outage to wait out, not a bug:
     # 503 with Retry-After, and a page that needs no database to render.
-    if isinstance(sys.exc_info()[1], (OperationalError, InterfaceError)):
+    if isinstance(exc := sys.exc_info()[1], (OperationalError, InterfaceError)):
         if request.path.startswith("/api/"):
-            return database_unavailable_response()
+            return database_unavailable_response(exc)
         response = HttpResponse(loader.get_template("503.html").render(), status=503)
         response["Retry-After"] = str(DATABASE_RETRY_AFTER)
         return response

@@ -33,8 +33,8 @@ def bench_env(worker_id):
         conn.execute(sql.SQL("DROP DATABASE IF EXISTS {}").format(sql.Identifier(name)))
 
 
-def run(script: str, env: dict[str, str]) -> str:
-    result = subprocess.run([sys.executable, f"bench/{script}"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+def run(script: str, env: dict[str, str], *args: str) -> str:
+    result = subprocess.run([sys.executable, f"bench/{script}", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     return result.stdout
 
@@ -58,6 +58,15 @@ def test_load_prints_rates_latencies_and_no_failures(bench_env):
         assert figure in out, figure
     # A non-2xx answer would mean the benchmark calls the API wrongly (or the API broke).
     assert "non-2xx answers: 0" in out, out
+
+
+def test_load_with_a_hostile_agent_prints_both_phases_and_their_ratio(bench_env):
+    out = run("load.py", bench_env, "--hostile", "--hostile-threads", "2")
+    for figure in ("others alone:", "others with the hostile agent:", "hostile: mission", "hostile: checkpoint", "hostile: approvals", "hostile: receipt", "ratio"):
+        assert figure in out, figure
+    # The hostile agent's requests are all within the bounds, and the others are never refused.
+    assert "hostile non-2xx answers: 0" in out, out
+    assert out.count("non-2xx 0") == 2, out
 
 
 def test_bench_pages_prints_every_page_and_goal(bench_env):

@@ -12,6 +12,7 @@ from ninja.parser import Parser
 from quests import storable
 from quests.api.auth import AgentTokenAuth, PersonSessionAuth
 from quests.api.schemas import JSON_VALUE, JSON_VALUE_MARKER, JSON_VALUE_REF
+from quests.middleware import RequestDeadlineExceeded
 from quests.services.errors import InvalidInput, ServiceError
 
 
@@ -75,10 +76,25 @@ api = QuestlogAPI(
 DATABASE_RETRY_AFTER = 5
 
 
-def database_unavailable_response() -> JsonResponse:
-    response = error_response(503, "unavailable", "The database is unreachable; nothing was written. Try again shortly.", retry_after=DATABASE_RETRY_AFTER)
+def database_unavailable_response(exc: BaseException | None = None) -> JsonResponse:
+    if timed_out(exc):
+        message = "The database did not answer within the request's deadline; nothing was written. Try again shortly."
+    else:
+        message = "The database is unreachable; nothing was written. Try again shortly."
+    response = error_response(503, "unavailable", message, retry_after=DATABASE_RETRY_AFTER)
     response["Retry-After"] = str(DATABASE_RETRY_AFTER)
     return response
+
+
+def timed_out(exc: BaseException | None) -> bool:
+    """Whether a database error is a deadline (config/database.py) rather than an outage: PostgreSQL
+    cancelled a statement (SQLSTATE 57014), SQLite's busy timeout ran out, or the request's own."""
+    cause = getattr(exc, "__cause__", None)
+    return (
+        isinstance(exc, RequestDeadlineExceeded)
+        or getattr(cause, "sqlstate", None) == "57014"
+        or "database is locked" in str(exc)
+    )
 
 
 def error_response(http_status: int, code: str, message: str, /, **extra) -> JsonResponse:
@@ -98,7 +114,7 @@ def on_service_error(request: HttpRequest, exc: ServiceError) -> HttpResponse:
 @api.exception_handler(InterfaceError)
 def on_database_unavailable(request: HttpRequest, exc: Exception) -> HttpResponse:
     # The same answer as config.urls.handler500 gives a database error raised outside ninja.
-    return database_unavailable_response()
+    return database_unavailable_response(exc)
 
 
 @api.exception_handler(ValidationError)

@@ -8,6 +8,7 @@ from django.http import HttpRequest
 from ninja import Query, Router, Schema, Status
 from pydantic import AfterValidator, Field, StringConstraints, WithJsonSchema
 
+from quests import limits
 from quests.api.auth import actor
 from quests.api.responses import ACT, BODY, READ, answers
 from quests import storable
@@ -63,10 +64,12 @@ def _has_id(checkpoint: dict[str, Any]) -> dict[str, Any]:
 # channel_versions, versions_seen, …), kept as sent.
 CheckpointBody = Annotated[
     dict[str, Any],
+    Field(max_length=limits.OBJECT_KEYS_MAX),
     AfterValidator(_has_id),
     StorableJson,
     WithJsonSchema({
         "type": "object",
+        "maxProperties": limits.OBJECT_KEYS_MAX,
         "required": ["id"],
         "properties": {"id": {"type": "string", "minLength": 1, "maxLength": 100, "pattern": STORABLE}},
         "propertyNames": {"pattern": STORABLE},
@@ -81,7 +84,7 @@ class GraphCheckpointIn(In):
     checkpoint: CheckpointBody
     metadata: JsonObject = {}
     parent_checkpoint_id: GraphId | None = None
-    channels: dict[_string(500), ChannelIn] = {}
+    channels: Annotated[dict[_string(500), ChannelIn], Field(max_length=limits.GRAPH_CHANNELS_MAX)] = {}
     title: _string(200, min_length=0) = ""
     # An existing mission to hold the thread when it is new (config `questlog_mission_id`).
     mission_id: MissionRef | None = None
@@ -106,9 +109,8 @@ class GraphWritesIn(In):
     checkpoint_id: GraphId
     task_id: _string(100)
     task_path: _string(500, min_length=0) = ""
-    # Bounded so that a list one item too long still fits the body limit (422, not 413).
-    writes: list[WriteIn] = Field(max_length=1000)
-    interrupts: list[InterruptIn] = Field(default=[], max_length=100)
+    writes: list[WriteIn] = Field(max_length=limits.GRAPH_WRITES_MAX)
+    interrupts: list[InterruptIn] = Field(default=[], max_length=limits.GRAPH_INTERRUPTS_MAX)
     title: _string(200, min_length=0) = ""
     mission_id: MissionRef | None = None
 
@@ -184,7 +186,7 @@ class ThreadOut(Schema):
 
 
 class RunsIn(In):
-    run_ids: list[_string(100)] = Field(max_length=1000)
+    run_ids: list[_string(100)] = Field(max_length=limits.GRAPH_RUN_IDS_MAX)
 
 
 class CopyIn(In):
@@ -193,7 +195,7 @@ class CopyIn(In):
 
 
 class PruneIn(In):
-    thread_ids: list[ThreadId] = Field(max_length=1000)
+    thread_ids: list[ThreadId] = Field(max_length=limits.GRAPH_THREAD_IDS_MAX)
     strategy: Literal["keep_latest", "delete"] = "keep_latest"
 
 

@@ -66,8 +66,17 @@ StorableJson = AfterValidator(_storable_json)
 JsonObject = Annotated[
     dict[str, Any],
     StorableJson,
-    WithJsonSchema({"type": "object", "propertyNames": {"pattern": STORABLE}, "additionalProperties": JSON_VALUE_MARKER}),
+    Field(max_length=limits.OBJECT_KEYS_MAX),
+    WithJsonSchema({
+        "type": "object", "maxProperties": limits.OBJECT_KEYS_MAX, "propertyNames": {"pattern": STORABLE},
+        "additionalProperties": JSON_VALUE_MARKER,
+    }),
 ]
+
+
+def at_most(item: Any, max_items: int) -> Any:
+    """A list of `item`s bounded by one of quests.limits (a longer one is a 422 naming the field)."""
+    return Annotated[list[item], Field(max_length=max_items)]
 
 
 def text(*, max_length: int | None = None, blank: bool = False) -> Any:
@@ -133,8 +142,8 @@ class PlannedMilestoneIn(In):
 class MissionIn(In):
     title: text(max_length=limits.MISSION_TITLE)
     objective: text()
-    constraints: list[text(max_length=limits.CONSTRAINT_TEXT)] | None = None
-    planned_milestones: list[PlannedMilestoneIn] | None = None
+    constraints: at_most(text(max_length=limits.CONSTRAINT_TEXT), limits.MISSION_CONSTRAINTS_MAX) | None = None
+    planned_milestones: at_most(PlannedMilestoneIn, limits.MISSION_PLANNED_MILESTONES_MAX) | None = None
     key: Key = None
 
 
@@ -206,7 +215,7 @@ class ApprovalItemIn(In):
 
 
 class ApprovalBatchIn(In):
-    items: list[ApprovalItemIn] = Field(min_length=1, max_length=100)
+    items: list[ApprovalItemIn] = Field(min_length=1, max_length=limits.APPROVAL_BATCH_ITEMS_MAX)
     agent_state: JsonObject | None = None
     key: Key = None
 
@@ -215,7 +224,7 @@ class MilestoneIn(In):
     kind: Literal[tuple(MilestoneKind.values)]  # type: ignore[valid-type]
     title: text(max_length=limits.MILESTONE_TITLE)
     summary: text(blank=True) = ""
-    evidence: list[Int] | None = None
+    evidence: at_most(Int, limits.MILESTONE_EVIDENCE_MAX) | None = None
     gate: Bool = False
     agent_state: JsonObject | None = None
     key: Key = None

@@ -8,10 +8,10 @@ from django.utils import timezone
 
 from checkpoints.models import Checkpoint
 from quests import limits
-from quests.models import Approval, ApprovalStatus, Milestone, MilestoneKind, Mission, MissionStatus, ReviewStatus, Run, StopReason
+from quests.models import Approval, ApprovalStatus, AuditEvent, Milestone, MilestoneKind, Mission, MissionStatus, ReviewStatus, Run, StopReason
 from quests.services import idempotency, machine
 from quests.services.access import get_for, require_person
-from quests.services.audit import SYSTEM, Actor, audit
+from quests.services.audit import SYSTEM, Actor, audit, audit_event
 from quests.services.errors import Conflict, InvalidInput, require_within
 from quests.services.locking import fence, lock_mission, lock_run
 from quests.services.missions import _pause, constraint_from_correction, has_pending
@@ -102,15 +102,19 @@ def approvals_add_while_waiting(*, actor: Actor, mission: Mission, items: list[d
 
 
 def _ask(actor: Actor, mission: Mission, run: Run | None, items: list[dict[str, Any]]) -> list[Approval]:
-    approvals = [
-        Approval.objects.create(
+    # Two statements whatever the number of items (a batch may hold APPROVAL_BATCH_ITEMS_MAX); the
+    # approvals' ids follow the items' order, which a replay of the batch relies on.
+    approvals = Approval.objects.bulk_create(
+        Approval(
             mission=mission, run=run, action=item["action"], payload=item["payload"], reason=item["reason"],
             respond_by=item.get("respond_by"), agent_ref=item.get("agent_ref") or "",
         )
         for item in items
-    ]
-    for approval in approvals:
-        audit(actor=actor, mission=mission, entity="approval", entity_id=approval.pk, action="request", to_state="pending")
+    )
+    AuditEvent.objects.bulk_create(
+        audit_event(actor=actor, mission=mission, entity="approval", entity_id=approval.pk, action="request", to_state="pending")
+        for approval in approvals
+    )
     return approvals
 
 

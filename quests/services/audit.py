@@ -43,7 +43,30 @@ def audit(
 ) -> AuditEvent:
     """Write an audit event, at once or in the caller's round trip (`entity_id` may then be an
     expression naming a row inserted earlier in the same trip)."""
-    event = AuditEvent(
+    event = audit_event(
+        actor=actor, mission=mission, entity=entity, entity_id=entity_id, action=action, from_state=from_state,
+        to_state=to_state, **data,
+    )
+    if trip is None:
+        event.save()
+    else:
+        trip.insert(event, returning=False)
+    return event
+
+
+def audit_event(
+    *,
+    actor: Actor,
+    mission: Mission | None,
+    entity: str,
+    entity_id: Any,
+    action: str,
+    from_state: str = "",
+    to_state: str = "",
+    **data: Any,
+) -> AuditEvent:
+    """An audit event not saved yet, for a caller inserting many in one statement."""
+    return AuditEvent(
         mission=mission,
         actor_user=actor.user if actor.user is not None and getattr(actor.user, "pk", None) else None,
         actor_token=actor.token,
@@ -55,8 +78,3 @@ def audit(
         to_state=to_state or "",
         data=data,
     )
-    if trip is None:
-        event.save()
-    else:
-        trip.insert(event, returning=False)
-    return event

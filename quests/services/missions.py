@@ -5,12 +5,13 @@ from django.utils import timezone
 
 from checkpoints.graph import graph_branch
 from checkpoints.models import DURABLE_RECORD_KINDS, Checkpoint, Record
+from checkpoints.roundtrip import RoundTrip
 from checkpoints.services import checkpoint_agent_state, parts_get
 from quests import limits
 from quests.models import ApprovalStatus, Constraint, ConstraintSource, MilestoneKind, Mission, MissionStatus, StopReason
 from quests.services import idempotency, machine, pending
 from quests.services.access import get_for, require_person, require_whole_account
-from quests.services.audit import Actor, audit
+from quests.services.audit import Actor, audit, audit_event
 from quests.services.errors import Conflict, InvalidInput, NotFound, require_within
 from quests.services.runs import run_end
 from quests.services.savestate import take_checkpoint
@@ -39,8 +40,7 @@ def mission_create(
         with transaction.atomic():
             mission = Mission.objects.create(owner=actor.user, title=title, objective=objective, planned_milestones=planned)
             audit(actor=actor, mission=mission, entity="mission", entity_id=mission.pk, action="create", to_state=mission.status)
-            for text in constraints or []:
-                _constraint_create(mission, text=text, source=ConstraintSource.USER, actor=actor)
+            _constraints_create(mission, texts=constraints or [], source=ConstraintSource.USER, actor=actor)
             idempotency.remember(owner=actor.user, scope="missions", key=key, body=body, object_id=mission.pk)
             return mission, False
     except IntegrityError:
@@ -52,12 +52,31 @@ def mission_create(
 
 
 def _constraint_create(mission: Mission, *, text: str, source: str, actor: Actor, replaces: Constraint | None = None) -> Constraint:
+    return _constraints_create(mission, texts=[text], source=source, actor=actor, replaces=replaces)[0]
+
+
+def _constraints_create(
+    mission: Mission, *, texts: list[str], source: str, actor: Actor, replaces: Constraint | None = None
+) -> list[Constraint]:
+    """Add constraints in a fixed number of statements whatever their number: one insert for the
+    constraints, one for their audit events, and the save state refreshed once. (Refreshing it per
+    constraint rewrote the whole document each time: 5,000 constraints took minutes.)"""
+    if not texts:
+        return []
     # Every constraint, a correction's too, keeps to one length, so any of them can be edited.
-    require_within(text, limits.CONSTRAINT_TEXT, what="A constraint", field="note" if source == ConstraintSource.CORRECTION else "text")
-    constraint = Constraint.objects.create(mission=mission, text=text, source=source, replaces=replaces)
-    audit(actor=actor, mission=mission, entity="constraint", entity_id=constraint.pk, action="add", to_state="active", text=text)
-    state_changed(mission)
-    return constraint
+    for text in texts:
+        require_within(text, limits.CONSTRAINT_TEXT, what="A constraint", field="note" if source == ConstraintSource.CORRECTION else "text")
+    trip = RoundTrip()
+    constraints = [Constraint(mission=mission, text=text, source=source, replaces=replaces) for text in texts]
+    trip.insert(constraints)
+    trip.run()
+    trip.insert([
+        audit_event(actor=actor, mission=mission, entity="constraint", entity_id=c.pk, action="add", to_state="active", text=c.text)
+        for c in constraints
+    ], returning=False)
+    state_changed(mission, trip=trip)
+    trip.run()
+    return constraints
 
 
 def constraint_add(*, actor: Actor, mission_id: int, text: str, key: str | None = None) -> tuple[Constraint, bool]:

@@ -1,14 +1,17 @@
 """The operation ledger: every external side effect, keyed so it is never repeated. A receipt is
-always accepted, even from an ended run: the truth about the outside world is never dropped."""
+always accepted, even from an ended run and past the request rate: the truth about the outside
+world is never dropped. Only its size and the number one operation keeps are bounded
+(quests.limits), so a receipt cannot be a way around the rate."""
 
 from typing import Any
 
 from django.db import transaction
-from django.db.models import OuterRef, Subquery
+from django.db.models import Count, OuterRef, Subquery
 
 from checkpoints.models import Operation, OperationEvent, OperationStatus as O
 from checkpoints.roundtrip import RoundTrip
 from checkpoints.services import canonical_json, sha256_hex
+from quests import limits
 from quests.models import Mission, Run
 from quests.services import idempotency, machine, savestate
 from quests.services.audit import Actor, audit
@@ -59,16 +62,48 @@ def operation_plan(
         return op, False
 
 
-def _locked_operation(actor: Actor, operation_id: int) -> tuple[Operation, Mission, list[Operation]]:
+def _locked_operation(actor: Actor, operation_id: int, *, receipt: bool = False) -> tuple[Operation, Mission, list[Operation]]:
     """The mission locked, then its whole ledger read in one round trip: the operation (current,
-    since it is read under the lock) and the section the change will rewrite."""
+    since it is read under the lock) and the section the change will rewrite. For a `receipt`,
+    the same round trip counts the receipts the operation holds (see `_receipt_room`)."""
     mission = lock_operation_mission(actor, operation_id)
     savestate.ensure_current(mission)
     trip = RoundTrip()
     ledger = savestate.read_sections(trip, mission.pk, savestate.LEDGER)["operations"]
+    held = trip.select(
+        OperationEvent.objects.filter(operation_id=operation_id, event__in=RECEIPT_EVENTS).values("operation_id").annotate(n=Count("pk"))
+    ) if receipt else None
     trip.run()
     op = next(row for row in ledger.rows if row.pk == operation_id)
+    op.receipts_held = held.rows[0]["n"] if held is not None and held.rows else 0
     return op, mission, ledger.rows
+
+
+# The events that are receipts: what the outside world answered.
+RECEIPT_EVENTS = ("completed", "failed", "observed")
+
+
+def _receipt_size(receipt: dict[str, Any] | None) -> None:
+    """Refuse a receipt object over RECEIPT_BYTES_MAX, before anything is locked."""
+    size = len(canonical_json(receipt)) if receipt is not None else 0
+    if size > limits.RECEIPT_BYTES_MAX:
+        raise InvalidInput(
+            f"A receipt may be at most {limits.RECEIPT_BYTES_MAX} bytes as JSON; this one is {size}.",
+            field="receipt", limit=limits.RECEIPT_BYTES_MAX,
+        )
+
+
+def _receipt_room(op: Operation) -> None:
+    """Receipts are never refused by the request rate, so their number is bounded here instead:
+    RECEIPTS_PER_OPERATION_MAX, plus one for each attempt (every attempt may end in a receipt of
+    its own, and attempts are rate-limited)."""
+    allowed = limits.RECEIPTS_PER_OPERATION_MAX + op.attempts
+    if op.receipts_held >= allowed:
+        raise InvalidInput(
+            f"This operation already holds {op.receipts_held} receipts, the most it keeps "
+            f"({limits.RECEIPTS_PER_OPERATION_MAX} plus one per attempt).",
+            field="receipt", limit=allowed,
+        )
 
 
 def _event(op: Operation, event: str, trip: RoundTrip, **fields: Any) -> None:
@@ -115,13 +150,15 @@ def operation_attempt(*, actor: Actor, operation_id: int) -> Operation:
 def operation_complete(
     *, actor: Actor, operation_id: int, external_id: str, external_status: str, receipt: dict[str, Any] | None = None
 ) -> Operation:
+    _receipt_size(receipt)
     completion_hash = _hash({"external_id": external_id, "external_status": external_status, "receipt": receipt})
     with transaction.atomic():
-        op, mission, ledger = _locked_operation(actor, operation_id)
+        op, mission, ledger = _locked_operation(actor, operation_id, receipt=True)
         if op.status == O.COMPLETED:
             if op.completion_hash == completion_hash:
                 return op  # the same receipt again: a no-op
             machine.require(op, "complete")
+        _receipt_room(op)
         op.external_id = external_id
         op.external_status = external_status
         op.receipt = receipt
@@ -134,8 +171,9 @@ def operation_complete(
 
 def operation_fail(*, actor: Actor, operation_id: int, error: str, retryable: bool) -> Operation:
     with transaction.atomic():
-        op, mission, ledger = _locked_operation(actor, operation_id)
+        op, mission, ledger = _locked_operation(actor, operation_id, receipt=True)
         machine.require(op, "fail")
+        _receipt_room(op)
         op.error = error
         op.retryable = retryable
         trip = RoundTrip()
@@ -145,8 +183,10 @@ def operation_fail(*, actor: Actor, operation_id: int, error: str, retryable: bo
 
 def operation_observe(*, actor: Actor, operation_id: int, external_status: str, receipt: dict[str, Any] | None = None) -> Operation:
     """Record what later became of the external object (e.g. `confirmed` → `cancelled`)."""
+    _receipt_size(receipt)
     with transaction.atomic():
-        op, mission, ledger = _locked_operation(actor, operation_id)
+        op, mission, ledger = _locked_operation(actor, operation_id, receipt=True)
+        _receipt_room(op)
         previous = op.external_status
         op.external_status = external_status
         if receipt is not None:
