@@ -16,6 +16,9 @@ class DecisionForm(forms.Form):
 
     def clean(self) -> dict[str, Any]:
         data = super().clean()
+        # The page's promise (its hint): a rejection says why, so the agent knows what to do instead.
+        if data.get("decision") == "reject" and not (data.get("note") or "").strip():
+            raise forms.ValidationError("Say why you reject it in the note: the agent reads it to know what to do instead. Nothing was changed.")
         if data.get("decision") == "edit":
             text = (data.get("payload") or "").strip()
             try:

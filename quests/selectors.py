@@ -16,7 +16,7 @@ from quests.services.access import visible
 from quests.services.audit import Actor
 from quests.services.bundle import pending_annotations, pending_of
 from quests.selectors_common import search_missions
-from quests.selectors_people import TOKENS_PAGE_SIZE, InboxItem, inbox, token_mission_choices, token_missions, tokens  # noqa: F401
+from quests.selectors_people import TOKENS_PAGE_SIZE, InboxItem, inbox, recent_decisions, token_mission_choices, token_missions, tokens  # noqa: F401
 from quests.templatetags.questlog import label
 # The mission page's read side lives in its own module; its names stay reachable from here.
 from quests.selectors_mission import (  # noqa: F401
@@ -191,6 +191,6 @@ def mission_version(mission: Mission) -> str:
 
 __all__ = [
     "board", "board_missions", "board_version", "HistoryWindow", "inbox", "mission_page", "mission_version",
-    "milestone_rows", "next_step", "quest_card", "timeline", "token_mission_choices", "token_missions", "tokens",
+    "milestone_rows", "next_step", "quest_card", "recent_decisions", "timeline", "token_mission_choices", "token_missions", "tokens",
     "InboxItem", "TOKENS_PAGE_SIZE",
 ]

@@ -4,7 +4,11 @@ or tokens: the inbox slices its page in SQL out of one union of what waits, the 
 missions rather than listing them all."""
 
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import Any
+
+from django.conf import settings
+from django.utils import timezone
 
 from django.core.paginator import Page, Paginator
 from django.db.models import Case, CharField, F, IntegerField, Q, QuerySet, Value, When
@@ -12,6 +16,7 @@ from django.db.models import Case, CharField, F, IntegerField, Q, QuerySet, Valu
 from quests.models import AgentToken, Approval, Milestone, Mission, MissionStatus
 from quests.selectors_common import HEAVY_CHECKPOINT_FIELDS, mission_matches
 from quests.services.access import visible
+from quests.services.approvals import run_started_since_decision, undo_refusal, undo_until
 from quests.services.audit import Actor
 from quests.services.inbox import inbox_approvals, inbox_count, inbox_milestones
 
@@ -71,6 +76,53 @@ def inbox(user, page: Any = 1) -> InboxPage:
     # An item decided between the queries is simply left out of this page.
     items = [InboxItem(kind, objects[kind][pk]) for kind, pk in keys if pk in objects[kind]]
     return InboxPage(items=items, page=numbers, total=total)
+
+
+# What a decision did, in the words of the confirmation (the approval's or milestone's status).
+DECIDED_WORDS = {
+    "approved": "You approved",
+    "edited": "You approved your edited version of",
+    "rejected": "You rejected",
+    "corrected": "You corrected",
+}
+RECENT_DECISIONS = 3
+
+
+@dataclass
+class RecentDecision:
+    """A decision this person just made, for the confirmation that replaces the item they decided."""
+
+    kind: str  # "approval" or "milestone"
+    obj: Approval | Milestone
+    at: datetime
+    # Until when the Undo button is offered; None: this decision cannot be undone (any more).
+    undo_until: datetime | None
+
+    @property
+    def words(self) -> str:
+        status = self.obj.status if self.kind == "approval" else self.obj.review_status
+        what = f"“{self.obj.action}”" if self.kind == "approval" else f"the milestone “{self.obj.title}”"
+        return f"{DECIDED_WORDS.get(status, 'You decided')} {what}."
+
+
+def recent_decisions(user, now: datetime | None = None) -> list[RecentDecision]:
+    """This person's newest decisions and reviews of the undo window (QUESTLOG_UNDO_SECONDS), with
+    whether each can still be undone (the service's rule). Two small queries."""
+    now = now or timezone.now()
+    since = now - timedelta(seconds=settings.QUESTLOG_UNDO_SECONDS)
+    decided = (
+        Approval.objects.filter(decided_by=user, decided_at__gte=since)
+        .annotate(run_since=run_started_since_decision()).select_related("mission").order_by("-decided_at")
+    )
+    reviewed = Milestone.objects.filter(reviewed_by=user, reviewed_at__gte=since).select_related("mission").order_by("-reviewed_at")
+    found = [RecentDecision("approval", a, a.decided_at, None) for a in decided[:RECENT_DECISIONS]]
+    found += [RecentDecision("milestone", m, m.reviewed_at, None) for m in reviewed[:RECENT_DECISIONS]]
+    found = sorted(found, key=lambda d: d.at, reverse=True)[:RECENT_DECISIONS]
+    for decision in found:
+        approval = decision.obj
+        if decision.kind == "approval" and undo_refusal(approval, approval.mission, by=user, now=now, run_since=approval.run_since) is None:
+            decision.undo_until = undo_until(decision.obj)
+    return found
 
 
 # ---- tokens ------------------------------------------------------------------------------------

@@ -4,6 +4,7 @@ the decisions made from it or from a mission page."""
 from typing import Any
 from urllib.parse import urlencode
 
+from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.urls import reverse
@@ -33,6 +34,8 @@ def inbox_context(request: HttpRequest, problem: Problem | None = None) -> dict[
         "total": waiting.total,
         # The navigation shows the same count: handed on, it is not counted a second time.
         "inbox_count": waiting.total,
+        "just_decided": selectors.recent_decisions(request.user),
+        "undo_seconds": settings.QUESTLOG_UNDO_SECONDS,
         "problem": problem,
         "problem_inline": problem is not None and problem.target in inline,
         # The forms send it as `next`: a decision answers with this same page of the inbox.
@@ -82,3 +85,13 @@ def milestone_review(request: HttpRequest, pk: int) -> HttpResponse:
         approvals.milestone_review(actor=actor(request), milestone_id=pk, action=data["action"], note=data["note"])
 
     return act(request, origin=mission_url(milestone.mission_id), target=("milestone", pk), form=form, do=do)
+
+
+@login_required
+@require_POST
+def approval_undo(request: HttpRequest, pk: int) -> HttpResponse:
+    approval = get_or_404(request, Approval, pk)
+    return act(
+        request, origin=mission_url(approval.mission_id), target=("undo", pk),
+        do=lambda: approvals.approval_undo(actor=actor(request), approval_id=pk),
+    )

@@ -190,6 +190,82 @@ function updatedWords(heading) {
   return pattern.replace("{what}", heading.textContent.trim());
 }
 
+// ---- Deciding one item after another -----------------------------------------------------------
+// An approval or milestone decided goes from the list: focus moves on to the item after it (or
+// before it, at the end of the list), so a person can decide the next one at once, and the live
+// region says what was just done (the confirmation the page now shows).
+
+const ITEMS = "article.item";
+
+// The ids of the items after the one `elt` sits in, then of those before it (nearest first).
+function neighboursOf(elt, region) {
+  const item = elt instanceof Element ? elt.closest(ITEMS) : null;
+  if (!item || !region.contains(item)) return [];
+  const all = Array.from(region.querySelectorAll(ITEMS));
+  const at = all.indexOf(item);
+  return [...all.slice(at + 1), ...all.slice(0, at).reverse()].map((other) => other.id).filter(Boolean);
+}
+
+// What a form asks to happen once it is done: the element to focus (an undone approval is back)
+// and the words to say.
+function afterAction(elt) {
+  const form = elt instanceof Element ? elt.closest("[data-focus-after]") : null;
+  return form ? { focus: form.dataset.focusAfter, words: form.dataset.announceDone } : null;
+}
+
+function confirmationWords(region) {
+  const newest = region.querySelector("[data-confirmation] .confirmation-words");
+  return newest ? newest.textContent.trim() : null;
+}
+
+// True when focus went where the action asked, or on to the next item.
+function focusAfterDecision(plan, region) {
+  const asked = plan.after && document.getElementById(plan.after.focus);
+  if (asked) {
+    asked.focus();
+    announce(plan.after.words);
+    return true;
+  }
+  const decided = plan.anchors.find((anchor) => anchor.gone);
+  if (!decided || document.getElementById(decided.id)) return false;
+  for (const id of plan.neighbours) {
+    const next = document.getElementById(id);
+    if (!next) continue;
+    next.focus();
+    announce(confirmationWords(region) || decided.gone);
+    return true;
+  }
+  const confirmation = region.querySelector("[data-confirmation]");
+  if (!confirmation) return false;
+  confirmation.setAttribute("tabindex", "-1");
+  confirmation.focus();
+  announce(confirmationWords(region) || decided.gone);
+  return true;
+}
+
+// An Undo button is offered for a short time only (the server refuses it afterwards anyway).
+function expireUndos(root) {
+  root.querySelectorAll("[data-undo-until]").forEach((form) => {
+    const left = Date.parse(form.dataset.undoUntil) - Date.now();
+    const remove = () => {
+      // Focus on the button that goes stays nearby, on its confirmation.
+      const holder = form.closest("[data-confirmation]");
+      const hadFocus = form.contains(document.activeElement);
+      form.remove();
+      if (hadFocus && holder) {
+        holder.setAttribute("tabindex", "-1");
+        holder.focus();
+      }
+    };
+    if (Number.isNaN(left)) return;
+    if (left <= 0) remove();
+    else window.setTimeout(remove, left);
+  });
+}
+
+document.addEventListener("DOMContentLoaded", () => expireUndos(document));
+document.addEventListener("htmx:load", (event) => expireUndos(event.detail.elt));
+
 function settleFocus(plan, region, status) {
   if (status === 422) {
     // The answer shows a form error: focus goes to the field it is about (the alert is read out).
@@ -207,6 +283,7 @@ function settleFocus(plan, region, status) {
     announce(region.dataset.announce || (heading && updatedWords(heading)));
     return;
   }
+  if (focusAfterDecision(plan, region)) return;
   // Focus moves to the nearest element around the sent form that is still there; the words are
   // those of the one that went (a decided approval) or of the one focused.
   let goneWords = null;
@@ -257,6 +334,8 @@ document.addEventListener("htmx:beforeSwap", (event) => {
     // After "Show the changes" the notice's button goes away: focus moves to the region.
     focusedId: forced ? null : document.activeElement?.id || null,
     anchors: polled ? [{ id: region.id }] : anchorsOf(elt, region),
+    neighbours: polled ? [] : neighboursOf(elt, region),
+    after: polled ? null : afterAction(elt),
   });
 });
 
