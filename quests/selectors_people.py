@@ -45,12 +45,38 @@ class InboxPage:
     total: int
 
 
-def _waiting(user) -> QuerySet:
+INBOX_KINDS = {"approval": "Approvals", "milestone": "Milestones"}
+
+
+@dataclass(frozen=True)
+class InboxFilter:
+    """What a person narrowed the inbox to: one quest, one kind, or both (None: everything)."""
+
+    mission_id: int | None = None
+    kind: str | None = None
+
+    @property
+    def active(self) -> bool:
+        return self.mission_id is not None or self.kind is not None
+
+    def waiting(self, user) -> tuple[QuerySet, QuerySet]:
+        """The person's waiting approvals and milestones, narrowed."""
+        approvals, milestones = inbox_approvals(user), inbox_milestones(user)
+        if self.mission_id is not None:
+            approvals, milestones = approvals.filter(mission_id=self.mission_id), milestones.filter(mission_id=self.mission_id)
+        if self.kind == "approval":
+            milestones = milestones.none()
+        elif self.kind == "milestone":
+            approvals = approvals.none()
+        return approvals, milestones
+
+
+def _waiting(approvals: QuerySet, milestones: QuerySet) -> QuerySet:
     """(kind, id, created_at) of everything waiting for this person, both kinds in one statement."""
     def rows(qs: QuerySet, kind: str) -> QuerySet:
         return qs.annotate(item_kind=Value(kind, output_field=CharField())).values_list("item_kind", "id", "created_at").order_by()
 
-    return rows(inbox_approvals(user), "approval").union(rows(inbox_milestones(user), "milestone"), all=True)
+    return rows(approvals, "approval").union(rows(milestones, "milestone"), all=True)
 
 
 def _by_pk(qs: QuerySet, ids: list[int]) -> dict[int, Any]:
@@ -58,24 +84,33 @@ def _by_pk(qs: QuerySet, ids: list[int]) -> dict[int, Any]:
     return {obj.pk: obj for obj in qs.filter(Q(pk__in=ids) if ids else Q(pk=None))}
 
 
-def inbox(user, page: Any = 1) -> InboxPage:
+def inbox(user, page: Any = 1, narrowed: InboxFilter = InboxFilter()) -> InboxPage:
     """A page of what waits for this person across missions, oldest first. The total is the
-    navigation's inbox count (the page hands it on, so it is counted once); then one query slices
-    the page out of both kinds in SQL, and one per kind fetches its objects."""
-    total = inbox_count(user)
+    navigation's inbox count (the page hands it on, so it is counted once) unless the inbox is
+    narrowed; then one query slices the page out of both kinds in SQL, and one per kind fetches
+    its objects."""
+    approvals, milestones = narrowed.waiting(user)
+    total = approvals.count() + milestones.count() if narrowed.active else inbox_count(user)
     numbers = Paginator(range(total), INBOX_PAGE_SIZE).get_page(page)
     start = (numbers.number - 1) * INBOX_PAGE_SIZE
-    keys = [(kind, pk) for kind, pk, _ in _waiting(user).order_by("created_at", "id", "item_kind")[start : start + INBOX_PAGE_SIZE]]
+    keys = [(kind, pk) for kind, pk, _ in _waiting(approvals, milestones).order_by("created_at", "id", "item_kind")[start : start + INBOX_PAGE_SIZE]]
     objects = {
-        "approval": _by_pk(inbox_approvals(user).select_related("mission"), [pk for kind, pk in keys if kind == "approval"]),
+        "approval": _by_pk(approvals.select_related("mission"), [pk for kind, pk in keys if kind == "approval"]),
         "milestone": _by_pk(
-            inbox_milestones(user).select_related("mission", "checkpoint").defer(*HEAVY_CHECKPOINT_FIELDS),
+            milestones.select_related("mission", "checkpoint").defer(*HEAVY_CHECKPOINT_FIELDS),
             [pk for kind, pk in keys if kind == "milestone"],
         ),
     }
     # An item decided between the queries is simply left out of this page.
     items = [InboxItem(kind, objects[kind][pk]) for kind, pk in keys if pk in objects[kind]]
     return InboxPage(items=items, page=numbers, total=total)
+
+
+def inbox_quests(user) -> list[Mission]:
+    """The quests something waits in, for the inbox's quest filter: one query."""
+    approvals, milestones = inbox_approvals(user), inbox_milestones(user)
+    waiting_in = Q(pk__in=approvals.values("mission_id")) | Q(pk__in=milestones.values("mission_id"))
+    return list(Mission.objects.filter(waiting_in).only("id", "title", "created_at").order_by("title", "id"))
 
 
 # What a decision did, in the words of the confirmation (the approval's or milestone's status).

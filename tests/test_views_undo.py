@@ -1,5 +1,6 @@
 """The confirmation after a decision (what happened, the quest, Undo) and the Undo action itself."""
 
+import re
 from datetime import timedelta
 
 import pytest
@@ -100,7 +101,8 @@ def test_a_reject_with_an_empty_note_is_refused(alice_client, alice):
     response = decide(alice_client, approval, decision="reject", note="   ")
     body = response.content.decode()
     assert response.status_code == 422 and "Say why you reject it" in body
-    assert f'id="note-{approval.pk}" name="note" rows="2" aria-invalid="true"' in body
+    note = re.search(rf'<textarea id="note-{approval.pk}"[^>]*>', body).group(0)
+    assert 'aria-invalid="true"' in note and f'aria-describedby="approval-{approval.pk}-error"' in note
     assert Approval.objects.get(pk=approval.pk).status == "pending"
 
 

@@ -17,30 +17,45 @@ from quests.context_processors import inbox_badge
 from quests.forms import DecisionForm, ReviewForm
 from quests.models import Approval, Milestone
 from quests.services import approvals
-from quests.web.pages import Problem, act, actor, get_or_404, mission_url, page, render_page
+from quests.web.pages import Problem, act, actor, get_or_404, mission_url, page, query_number, render_page
 
 TEMPLATE = "quests/inbox.html"
 FRAGMENTS = {"inbox"}
 
 
+def inbox_filter(request: HttpRequest) -> selectors.InboxFilter:
+    """The quest and kind the inbox is narrowed to (?quest=<id>&kind=approval|milestone); anything
+    else in the query means no narrowing by it."""
+    kind = request.GET.get("kind")
+    return selectors.InboxFilter(mission_id=query_number(request.GET.get("quest")), kind=kind if kind in selectors.INBOX_KINDS else None)
+
+
 @page("inbox", TEMPLATE, fragments=FRAGMENTS)
 def inbox_context(request: HttpRequest, problem: Problem | None = None) -> dict[str, Any]:
-    waiting = selectors.inbox(request.user, request.GET.get("page") or 1)
+    narrowed = inbox_filter(request)
+    waiting = selectors.inbox(request.user, request.GET.get("page") or 1, narrowed)
     inline = {(item.kind, item.obj.pk) for item in waiting.items}
     number = waiting.page.number
+    query = {key: value for key, value in (("quest", narrowed.mission_id), ("kind", narrowed.kind)) if value is not None}
     return {
         "items": waiting.items,
         "page": waiting.page,
         "total": waiting.total,
-        # The navigation shows the same count: handed on, it is not counted a second time.
-        "inbox_count": waiting.total,
+        "narrowed": narrowed,
+        "quests": selectors.inbox_quests(request.user),
+        "kinds": selectors.INBOX_KINDS,
+        # The pager's links keep the filter.
+        "filter_query": urlencode(query),
         "just_decided": selectors.recent_decisions(request.user),
         "undo_seconds": settings.QUESTLOG_UNDO_SECONDS,
         "problem": problem,
         "problem_inline": problem is not None and problem.target in inline,
         # The forms send it as `next`: a decision answers with this same page of the inbox.
-        "page_url": reverse("inbox") + (f"?{urlencode({'page': number})}" if number > 1 else ""),
-    }
+        "page_url": reverse("inbox") + (f"?{urlencode(query | ({'page': number} if number > 1 else {}))}" if query or number > 1 else ""),
+    } | ({} if narrowed.active else {
+        # The navigation shows the same count: handed on, it is not counted a second time.
+        "inbox_count": waiting.total,
+    })
 
 
 @login_required

@@ -184,6 +184,39 @@ def inbox_full(world):
     signed_in(world, "/approvals/")
 
 
+def inbox_just_decided(world):
+    """A decision confirmed (with Undo), a rejection refused for want of a note, focus moved on."""
+    inbox_full(world)
+    world.page.get_by_role("article", name="deploy to production").get_by_role("button", name="Approve", exact=True).press("Enter")
+    expect(world.page.get_by_role("button", name="Undo")).to_be_visible()
+    world.page.get_by_role("article", name="email the client").get_by_role("button", name="Reject").press("Enter")
+    expect(world.page.get_by_role("alert")).to_contain_text("Say why you reject it")
+
+
+def inbox_just_decided_at_phone_width(world):
+    world.page.set_viewport_size(PHONE)
+    inbox_just_decided(world)
+
+
+def inbox_undo_refused(world):
+    agent = agent_for(world.user)
+    mission, _ = waiting_on_approval(world.user, agent=agent)
+    signed_in(world, "/approvals/")
+    world.page.get_by_role("button", name="Approve", exact=True).press("Enter")
+    expect(world.page.get_by_role("button", name="Undo")).to_be_visible()
+    runs.run_start(actor=agent, mission_id=mission.pk)
+    world.page.get_by_role("button", name="Undo").press("Enter")
+    expect(world.page.get_by_role("alert")).to_contain_text("already started a run")
+
+
+def inbox_narrowed(world):
+    agent = agent_for(world.user)
+    mission, _ = waiting_on_approval(world.user, "First quest", agent=agent)
+    waiting_on_gate(world.user, agent=agent)
+    signed_in(world, f"/approvals/?quest={mission.pk}&kind=milestone")
+    expect(world.page.get_by_text("Nothing that matches waits for you.")).to_be_visible()
+
+
 def memory_page(world):
     agent = agent_for(world.user)
     _, run = running(world.user, agent=agent)
@@ -314,6 +347,10 @@ SCANS = [
     Scan("approvals/", inbox_empty),
     Scan("approvals/", inbox_full),
     Scan("approvals/", inbox_at_phone_width),
+    Scan("approvals/", inbox_just_decided),
+    Scan("approvals/", inbox_just_decided_at_phone_width),
+    Scan("approvals/", inbox_undo_refused),
+    Scan("approvals/", inbox_narrowed),
     Scan("memory/", memory_page),
     Scan("tokens/", tokens_empty),
     Scan("tokens/", tokens_with_a_new_token),
