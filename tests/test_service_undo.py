@@ -40,7 +40,7 @@ class TestTheRule:
         assert [(e.action, e.from_state, e.to_state) for e in events] == [
             ("request", "", "pending"), ("reject", "pending", "rejected"), ("undo", "rejected", "pending"),
         ]
-        assert events.last().data == {"undone": "rejected"} and events.last().actor == "user:alice"
+        assert events.last().data == {"undone": "rejected", "subject": "deploy to production"} and events.last().actor == "user:alice"
         assert AuditEvent.objects.filter(entity="mission", entity_id=mission.pk, action="unsettle").count() == 1
 
     def test_it_can_be_decided_again_after_an_undo(self, alice):
@@ -110,6 +110,22 @@ class TestTheRule:
         with pytest.raises(Conflict) as refused:
             runs.run_start(actor=agent, mission_id=mission.pk)
         assert refused.value.code == "mission_not_startable"
+
+
+def test_a_decision_keeps_its_note_and_an_edits_changes_in_the_history(alice, db):
+    mission, approval = waiting_on_approval(alice)
+    approvals.approval_decide(
+        actor=person(alice), approval_id=approval.pk, decision="edit", payload={"environment": "staging", "region": "eu"}, note="Staging first.",
+    )
+    event = AuditEvent.objects.get(entity="approval", entity_id=approval.pk, action="edit")
+    assert event.data == {
+        "subject": "deploy to production", "note": "Staging first.",
+        "changes": [
+            {"what": "environment", "before": "production", "after": "staging"},
+            {"what": "region", "before": None, "after": "eu"},
+            {"what": "version", "before": "1.2", "after": None},
+        ],
+    }
 
 
 def test_edit_and_approve_with_the_payload_unchanged_is_an_approve(alice, db):

@@ -1,5 +1,6 @@
 """Approvals and milestones: the moments a person decides what may happen next."""
 
+import json
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -10,6 +11,7 @@ from django.utils import timezone
 
 from checkpoints.models import Checkpoint
 from quests.models import Approval, ApprovalStatus, Milestone, MilestoneKind, Mission, MissionStatus, ReviewStatus, Run, StopReason
+from quests import statediff
 from quests.services import idempotency, machine
 from quests.services.access import get_for, require_person
 from quests.services.audit import SYSTEM, Actor, audit
@@ -149,7 +151,7 @@ def approval_decide(
         approval.decided_by = actor.user
         machine.move(
             approval, event=decision, to=DECISIONS[decision], actor=actor, mission=mission,
-            fields=("decided_payload", "note", "decided_at", "decided_by"),
+            fields=("decided_payload", "note", "decided_at", "decided_by"), **person_act(approval.action, note, approval, decision),
         )
         settle(mission, actor=actor)
         state_changed(mission)
@@ -216,12 +218,38 @@ def approval_undo(*, actor: Actor, approval_id: int, now: datetime | None = None
         approval.decided_by = None
         machine.move(
             approval, event="undo", to=ApprovalStatus.PENDING, actor=actor, mission=mission,
-            fields=("decided_payload", "note", "decided_at", "decided_by"), undone=undone,
+            fields=("decided_payload", "note", "decided_at", "decided_by"), undone=undone, subject=approval.action,
         )
         if mission.status == MissionStatus.READY:
             machine.transition(mission, event="unsettle", to=MissionStatus.WAITING_FOR_APPROVAL, actor=actor)
         state_changed(mission)
         return approval
+
+
+# What the history keeps of a person's act, bounded: its notes and an edit's changes are read on
+# the mission's timeline, and an audit row must not grow with a large payload.
+HISTORY_TEXT = 500
+HISTORY_CHANGES = 20
+
+
+def _short(value: Any) -> Any:
+    if isinstance(value, (dict, list)):
+        value = json.dumps(value, ensure_ascii=False, default=str)
+    return value[:HISTORY_TEXT] if isinstance(value, str) else value
+
+
+def person_act(subject: str, note: str, approval: Approval | None = None, decision: str = "") -> dict[str, Any]:
+    """The audit data of a decision or review: what it was about, the person's note and, for an
+    edit, each changed value before and after (so the timeline shows them after an undo, too)."""
+    data: dict[str, Any] = {"subject": subject[:HISTORY_TEXT]}
+    if note:
+        data["note"] = note[:HISTORY_TEXT]
+    if approval is not None and decision == "edit":
+        data["changes"] = [
+            {"what": change.key, "before": _short(change.old), "after": _short(change.new)}
+            for change in statediff.diff({"payload": approval.payload}, {"payload": approval.decided_payload})[:HISTORY_CHANGES]
+        ]
+    return data
 
 
 def approvals_expire_due(now: datetime | None = None) -> int:
@@ -307,7 +335,7 @@ def milestone_review(*, actor: Actor, milestone_id: int, action: str, note: str 
         milestone.reviewed_by = actor.user
         machine.move(
             milestone, event=action, to=REVIEWS[action], actor=actor, mission=mission,
-            fields=("note", "reviewed_at", "reviewed_by"),
+            fields=("note", "reviewed_at", "reviewed_by"), **person_act(milestone.title, note),
         )
         settle(mission, actor=actor)
         state_changed(mission)

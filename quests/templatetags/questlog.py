@@ -65,6 +65,25 @@ def trigger(value: str) -> str:
     return TRIGGERS.get(value, label(value))
 
 
+# A person's act on the timeline, by (entity, action) of its audit event; {subject} is what it was about.
+ACT_WORDS = {
+    ("approval", "approve"): "Approved “{subject}”",
+    ("approval", "edit"): "Approved an edited “{subject}”",
+    ("approval", "reject"): "Rejected “{subject}”",
+    ("approval", "undo"): "Took back the decision on “{subject}”",
+    ("milestone", "approve"): "Approved the milestone “{subject}”",
+    ("milestone", "correct"): "Corrected the milestone “{subject}”",
+}
+
+
+@register.filter
+def act_words(event: Any) -> str:
+    """`event` (an AuditEvent of a decision or review) in a person's words."""
+    subject = (event.data or {}).get("subject") or f"{event.entity} {event.entity_id}"
+    pattern = ACT_WORDS.get((event.entity, event.action), "{action} “{subject}”")
+    return pattern.format(subject=subject, action=label(event.action))
+
+
 @register.filter
 def pretty_json(value: Any) -> str:
     return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True)
