@@ -57,7 +57,7 @@ class TokenForm(forms.Form):
     # Checked against `missions` one id at a time: the page offers a searched few, never them all.
     mission = forms.ModelChoiceField(
         queryset=Mission.objects.none(), required=False,
-        error_messages={"invalid_choice": "That mission is not one of your open missions. Search again, or choose All my missions."},
+        error_messages={"invalid_choice": "That quest is not one of your open quests. Search again, or choose All my quests."},
     )
 
     def __init__(self, *args: Any, missions=None, **kwargs: Any) -> None:

@@ -11,6 +11,27 @@ document.addEventListener("focusin", (event) => {
   }
 });
 
+// A copy button (data-copy: the id of the field or block to copy) puts its text on the clipboard
+// and says so; where the clipboard is not allowed, the text is selected for Ctrl+C instead.
+document.addEventListener("click", (event) => {
+  const button = event.target instanceof Element ? event.target.closest("button[data-copy]") : null;
+  if (!button) return;
+  const source = document.getElementById(button.dataset.copy);
+  if (!source) return;
+  const text = source instanceof HTMLInputElement ? source.value : source.textContent;
+  const done = () => {
+    button.textContent = "Copied";
+    announce(button.dataset.copied || "Copied");
+  };
+  const selectIt = () => {
+    if (source instanceof HTMLInputElement) source.select();
+    else window.getSelection().selectAllChildren(source);
+    announce("Selected: press Ctrl+C to copy");
+  };
+  if (navigator.clipboard && window.isSecureContext) navigator.clipboard.writeText(text).then(done, selectIt);
+  else selectIt();
+});
+
 // ---- Live updates -------------------------------------------------------------------------------
 // A page region that follows the server polls it (hx-trigger="every Ns", answered 204 while
 // nothing changed). Rules: a hidden tab asks nothing and asks once on its return; a swap never

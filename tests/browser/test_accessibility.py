@@ -267,10 +267,18 @@ def staff_retention(world):
     signed_in(world, "/staff/retention/", world.staff)
 
 
+def staff_retention_zero_grace(world):
+    """A grace period of 0 days sent: the form asks for the confirmation."""
+    signed_in(world, "/staff/retention/", world.staff)
+    world.page.get_by_label("Grace period after a quest ends (days)").fill("0")
+    world.page.get_by_role("button", name="Save policy").press("Enter")
+    expect(world.page.get_by_label("Yes, delete a quest's working state as soon as the quest ends")).to_be_visible()
+
+
 def cancel_confirmation(world):
     mission, _ = running(world.user)
     signed_in(world, f"/missions/{mission.pk}/cancel/")
-    expect(world.page.get_by_role("button", name="Yes, cancel mission")).to_be_visible()
+    expect(world.page.get_by_role("button", name="Yes, cancel quest")).to_be_visible()
 
 
 def restore_confirmation(world):
@@ -292,8 +300,8 @@ def mission_with_the_confirmations_open(world):
     signed_in(world, f"/missions/{built.mission.pk}/")
     world.page.get_by_role("button", name="Restore", exact=True).press("Enter")
     expect(world.page.get_by_role("button", name="Yes, restore")).to_be_visible()
-    world.page.get_by_role("button", name="Cancel mission", exact=True).press("Enter")
-    expect(world.page.get_by_role("button", name="Yes, cancel mission")).to_be_visible()
+    world.page.get_by_role("button", name="Cancel quest", exact=True).press("Enter")
+    expect(world.page.get_by_role("button", name="Yes, cancel quest")).to_be_visible()
 
 
 def tokens_at_phone_width(world):
@@ -359,6 +367,7 @@ SCANS = [
     Scan("accounts/login/", login_page),
     Scan("accounts/login/", login_with_an_error),
     Scan("staff/retention/", staff_retention),
+    Scan("staff/retention/", staff_retention_zero_grace),
     Scan("missions/<int:pk>/cancel/", cancel_confirmation),
     Scan("missions/<int:pk>/restore/", restore_confirmation),
     Scan("missions/<int:pk>/restore/", restore_without_a_checkpoint),
