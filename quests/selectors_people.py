@@ -140,7 +140,7 @@ class RecentDecision:
         return f"{DECIDED_WORDS.get(status, 'You decided')} {what}."
 
 
-def recent_decisions(user, now: datetime | None = None) -> list[RecentDecision]:
+def recent_decisions(user, now: datetime | None = None, *, mission_id: int | None = None) -> list[RecentDecision]:
     """This person's newest decisions and reviews of the undo window (QUESTLOG_UNDO_SECONDS), with
     whether each can still be undone (the service's rule). Two small queries."""
     now = now or timezone.now()
@@ -150,6 +150,8 @@ def recent_decisions(user, now: datetime | None = None) -> list[RecentDecision]:
         .annotate(run_since=run_started_since_decision()).select_related("mission").order_by("-decided_at")
     )
     reviewed = Milestone.objects.filter(reviewed_by=user, reviewed_at__gte=since).select_related("mission").order_by("-reviewed_at")
+    if mission_id is not None:
+        decided, reviewed = decided.filter(mission_id=mission_id), reviewed.filter(mission_id=mission_id)
     found = [RecentDecision("approval", a, a.decided_at, None) for a in decided[:RECENT_DECISIONS]]
     found += [RecentDecision("milestone", m, m.reviewed_at, None) for m in reviewed[:RECENT_DECISIONS]]
     found = sorted(found, key=lambda d: d.at, reverse=True)[:RECENT_DECISIONS]

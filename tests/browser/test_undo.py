@@ -81,3 +81,20 @@ def test_the_undo_button_goes_when_its_time_is_up(page, open_page, login, alice,
     expect(page.get_by_role("button", name="Undo")).to_be_visible()
     expect(page.get_by_role("button", name="Undo")).to_have_count(0, timeout=5000)
     expect(page.locator("#just-decided")).to_contain_text("You approved")
+
+
+@pytest.mark.parametrize("width", WIDTHS, ids=list(WIDTHS))
+def test_undo_on_the_quest_page(page, open_page, login, alice, width):
+    page.set_viewport_size(WIDTHS[width])
+    mission, approval = waiting_on_approval(alice)
+    login(alice)
+    open_page(f"/missions/{mission.pk}/")
+    page.get_by_role("article", name="deploy to production").get_by_role("button", name="Approve", exact=True).click()
+    expect(page.locator("#mission-status")).to_have_text("Ready")
+    expect(page.locator("#just-decided")).to_contain_text("You approved “deploy to production”.")
+    shot(page, f"undo-mission-{width}")
+    page.get_by_role("button", name="Undo").click()
+    expect(page.locator("#mission-status")).to_have_text("Waiting for approval")
+    expect(page.get_by_role("article", name="deploy to production")).to_be_focused()
+    approval.refresh_from_db()
+    assert approval.status == "pending"
