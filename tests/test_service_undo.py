@@ -9,7 +9,7 @@ from django.db import connection
 
 from quests.models import Approval, AuditEvent, Run
 from quests.services import approvals, missions, runs
-from quests.services.errors import Conflict
+from quests.services.errors import Conflict, Forbidden
 from tests.builders import agent_for, person, waiting_on_approval
 
 
@@ -85,7 +85,7 @@ class TestTheRule:
 
     def test_an_agent_cannot_undo(self, alice):
         mission, approval, agent = decided(alice)
-        with pytest.raises(Exception):
+        with pytest.raises(Forbidden):
             approvals.approval_undo(actor=agent, approval_id=approval.pk)
         assert Approval.objects.get(pk=approval.pk).status == "approved"
 
