@@ -170,6 +170,9 @@ QUESTLOG_SNAPSHOT_STALE_AFTER = env_int("QUESTLOG_SNAPSHOT_STALE_AFTER", 60)
 QUESTLOG_STALLED_SWEEP_INTERVAL = env_int("QUESTLOG_STALLED_SWEEP_INTERVAL", 15)
 QUESTLOG_APPROVAL_EXPIRY_INTERVAL = env_int("QUESTLOG_APPROVAL_EXPIRY_INTERVAL", 30)
 QUESTLOG_MAINTENANCE_INTERVAL = env_int("QUESTLOG_MAINTENANCE_INTERVAL", 3600)
+# How long (seconds) a person may take back an approval decision, as long as no run has started
+# since: a slip of the finger is undone before the agent acts on it (quests/services/approvals.py).
+QUESTLOG_UNDO_SECONDS = env_int("QUESTLOG_UNDO_SECONDS", 60)
 
 # How often (seconds) an open page asks whether what it shows changed. "mission": a running
 # mission (its agent writes every few seconds); "mission_idle": a mission an agent may pick up at

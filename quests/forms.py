@@ -34,6 +34,9 @@ class DecisionForm(forms.Form):
 
     def clean(self) -> dict[str, Any]:
         data = super().clean()
+        # The page's promise (its hint): a rejection says why, so the agent knows what to do instead.
+        if data.get("decision") == "reject" and not (data.get("note") or "").strip():
+            raise forms.ValidationError("Say why you reject it in the note: the agent reads it to know what to do instead. Nothing was changed.")
         if data.get("decision") == "edit":
             data["payload_json"] = json_object(data.get("payload") or "", subject="The payload")
         return data
@@ -64,7 +67,7 @@ class TokenForm(forms.Form):
     # Checked against `missions` one id at a time: the page offers a searched few, never them all.
     mission = forms.ModelChoiceField(
         queryset=Mission.objects.none(), required=False,
-        error_messages={"invalid_choice": "That mission is not one of your open missions. Search again, or choose All my missions."},
+        error_messages={"invalid_choice": "That quest is not one of your open quests. Search again, or choose All my quests."},
     )
 
     def __init__(self, *args: Any, missions=None, **kwargs: Any) -> None:

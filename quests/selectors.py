@@ -4,6 +4,7 @@ row). Decisions about state (next action, messages, what is allowed) come from t
 
 from collections import defaultdict
 from collections.abc import Iterable
+from datetime import datetime
 from typing import Any, TypedDict
 
 from django.core.paginator import Page, Paginator
@@ -16,7 +17,7 @@ from quests.services.access import visible
 from quests.services.audit import Actor
 from quests.services.bundle import pending_annotations, pending_of
 from quests.selectors_common import search_missions
-from quests.selectors_people import TOKENS_PAGE_SIZE, InboxItem, inbox, token_mission_choices, token_missions, tokens  # noqa: F401
+from quests.selectors_people import INBOX_KINDS, TOKENS_PAGE_SIZE, InboxFilter, InboxItem, inbox, inbox_quests, recent_decisions, token_mission_choices, token_missions, tokens  # noqa: F401
 from quests.templatetags.questlog import milestone_kind
 # The mission page's read side lives in its own module; its names stay reachable from here.
 from quests.selectors_mission import (  # noqa: F401
@@ -50,6 +51,10 @@ class QuestCard(TypedDict):
     progress_text: str
     badges: list[tuple[str, str]]  # (kind label, title) of each approved milestone
     step: NextStep
+    # Two quests may share a title: their number and age tell them apart; the last change says
+    # which one is alive.
+    created_at: datetime
+    updated_at: datetime
 
 
 # What a card offers for each next action: its label, where on the quest's page it leads, and
@@ -121,6 +126,8 @@ def quest_card(mission: Mission, milestones: list[Any]) -> QuestCard:
         "progress_text": f"{approved} of {planned} milestone{pluralize(planned)} approved",
         "badges": [(milestone_kind(m.kind), m.title) for m in milestones if m.review_status == ReviewStatus.APPROVED],
         "step": next_step(mission, action),
+        "created_at": mission.created_at,
+        "updated_at": mission.updated_at,
     }
 
 
@@ -191,6 +198,6 @@ def mission_version(mission: Mission) -> str:
 
 __all__ = [
     "board", "board_missions", "board_version", "HistoryWindow", "inbox", "mission_page", "mission_version",
-    "milestone_rows", "next_step", "quest_card", "timeline", "token_mission_choices", "token_missions", "tokens",
-    "InboxItem", "TOKENS_PAGE_SIZE",
+    "milestone_rows", "next_step", "quest_card", "recent_decisions", "timeline", "token_mission_choices", "token_missions", "tokens",
+    "InboxItem", "InboxFilter", "INBOX_KINDS", "inbox_quests", "TOKENS_PAGE_SIZE",
 ]

@@ -13,7 +13,7 @@ from django.db.models.functions import Coalesce
 
 from checkpoints.models import BRANCH_POINTS, Checkpoint, Record, Trigger
 from quests.checkpoint_tree import TREE_REACH, CheckpointTree, HistoryShape, Overview, branch_runs, checkpoint_tree, overview
-from quests.models import Approval, ApprovalStatus, Constraint, Milestone, Mission, MissionStatus, ReviewStatus, Run
+from quests.models import Approval, ApprovalStatus, AuditEvent, Constraint, Milestone, Mission, MissionStatus, ReviewStatus, Run
 from quests.services import machine
 from quests.selectors_common import HEAVY_CHECKPOINT_FIELDS, newest_per_group
 from quests.selectors_ledger import LedgerWindow, ledger_window
@@ -47,14 +47,25 @@ class HistoryWindow:
 
 @dataclass
 class TimelineEntry:
-    """One run with the checkpoints it wrote, or a checkpoint no run wrote (a restore, a pause)."""
+    """One run with the checkpoints it wrote, a checkpoint no run wrote (a restore, a pause), or a
+    person's decision or review (`act`, its audit event)."""
 
     at: Any
     run: Run | None = None
     checkpoints: list[Checkpoint] = field(default_factory=list)
+    act: AuditEvent | None = None
+
+    @property
+    def foreground(self) -> list[Checkpoint]:
+        return [c for c in self.checkpoints if c.trigger != Trigger.BACKGROUND]
+
+    @property
+    def background(self) -> list[Checkpoint]:
+        """Snapshots the system took on its own: many, and rarely what a person looks for."""
+        return [c for c in self.checkpoints if c.trigger == Trigger.BACKGROUND]
 
 
-def timeline(runs: list[Run], checkpoints: list[Checkpoint]) -> list[TimelineEntry]:
+def timeline(runs: list[Run], checkpoints: list[Checkpoint], acts: list[AuditEvent] = ()) -> list[TimelineEntry]:
     by_run: dict[int, TimelineEntry] = {r.pk: TimelineEntry(at=r.started_at, run=r) for r in runs}
     loose: list[TimelineEntry] = []
     for c in sorted(checkpoints, key=lambda c: c.seq):
@@ -62,7 +73,12 @@ def timeline(runs: list[Run], checkpoints: list[Checkpoint]) -> list[TimelineEnt
             by_run[c.run_id].checkpoints.append(c)
         else:
             loose.append(TimelineEntry(at=c.created_at, checkpoints=[c]))
+    loose += [TimelineEntry(at=act.created_at, act=act) for act in acts]
     return sorted([*by_run.values(), *loose], key=lambda e: e.at, reverse=True)
+
+
+# The acts of a person the timeline shows: decisions on approvals (and their undoing) and reviews.
+PERSON_ACTS = Q(entity="approval", action__in=("approve", "edit", "reject", "undo")) | Q(entity="milestone", action__in=("approve", "correct"))
 
 
 @dataclass
@@ -133,16 +149,23 @@ def timeline_page(mission: Mission, window: HistoryWindow, rows: PageRows) -> Ti
     checkpoints started in that stretch of time (one query)."""
     has_older = len(rows.timeline) > TIMELINE_SIZE
     shown = rows.timeline[:TIMELINE_SIZE]
-    started_here = Q()
+    # The page's stretch of time: runs started in it, and a person's decisions and reviews made in it.
+    started_here, made_here = Q(), Q()
     if has_older:
         started_here &= Q(started_at__gte=shown[-1].created_at)
+        made_here &= Q(created_at__gte=shown[-1].created_at)
     if window.before is not None:
         newer_start = Checkpoint.objects.filter(mission_id=mission.pk, seq=window.before).values("created_at")[:1]
         started_here &= Q(started_at__lt=Subquery(newer_start))
+        made_here &= Q(created_at__lt=Subquery(newer_start))
     run_ids = {c.run_id for c in shown if c.run_id}
     runs = list(Run.objects.filter(Q(pk__in=run_ids) | started_here, mission_id=mission.pk).order_by("-number")[:TIMELINE_SIZE])
+    acts = list(
+        AuditEvent.objects.filter(PERSON_ACTS, made_here, mission_id=mission.pk, actor_user__isnull=False)
+        .select_related("actor_user").order_by("-created_at")[:TIMELINE_SIZE]
+    )
     return TimelinePage(
-        entries=timeline(runs, shown), older=shown[-1].seq if has_older else None, newer=rows.newer,
+        entries=timeline(runs, shown, acts), older=shown[-1].seq if has_older else None, newer=rows.newer,
         is_latest=window.before is None,
     )
 
@@ -187,6 +210,7 @@ def approvals(mission: Mission) -> tuple[list[Approval], list[Approval], int]:
     pending = Q(status=ApprovalStatus.PENDING)
     rows = list(
         Approval.objects.filter(mission=mission)
+        .select_related("decided_by")
         .annotate(**newest_per_group(pending))
         .filter(pending | Q(newest__lte=DECIDED_SHOWN))
         .order_by("id")

@@ -4,14 +4,18 @@ or tokens: the inbox slices its page in SQL out of one union of what waits, the 
 missions rather than listing them all."""
 
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import Any
 
+from django.conf import settings
 from django.core.paginator import Page, Paginator
 from django.db.models import Case, CharField, DateTimeField, F, IntegerField, Q, QuerySet, Value, When
+from django.utils import timezone
 
 from quests.models import AgentToken, Approval, Milestone, Mission, MissionStatus
 from quests.selectors_common import HEAVY_CHECKPOINT_FIELDS, mission_matches
 from quests.services.access import visible
+from quests.services.approvals import run_started_since_decision, undo_refusal, undo_until
 from quests.services.audit import Actor
 from quests.services.inbox import inbox_approvals, inbox_items_count, inbox_milestones, memory_proposals_waiting
 
@@ -46,7 +50,33 @@ class InboxPage:
         return self.total + self.proposals
 
 
-def _waiting(user) -> QuerySet:
+INBOX_KINDS = {"approval": "Approvals", "milestone": "Milestones"}
+
+
+@dataclass(frozen=True)
+class InboxFilter:
+    """What a person narrowed the inbox to: one quest, one kind, or both (None: everything)."""
+
+    mission_id: int | None = None
+    kind: str | None = None
+
+    @property
+    def active(self) -> bool:
+        return self.mission_id is not None or self.kind is not None
+
+    def waiting(self, user) -> tuple[QuerySet, QuerySet]:
+        """The person's waiting approvals and milestones, narrowed."""
+        approvals, milestones = inbox_approvals(user), inbox_milestones(user)
+        if self.mission_id is not None:
+            approvals, milestones = approvals.filter(mission_id=self.mission_id), milestones.filter(mission_id=self.mission_id)
+        if self.kind == "approval":
+            milestones = milestones.none()
+        elif self.kind == "milestone":
+            approvals = approvals.none()
+        return approvals, milestones
+
+
+def _waiting(approvals: QuerySet, milestones: QuerySet) -> QuerySet:
     """(kind, id, blocks, respond_by, created_at) of everything waiting for this person, both kinds
     in one statement. `blocks` is 1 for what an agent waits on: every pending approval (its run
     ended to ask) and a gate milestone; a milestone that is no gate blocks no one."""
@@ -56,8 +86,8 @@ def _waiting(user) -> QuerySet:
         ).values_list("item_kind", "id", "blocks", "due", "created_at").order_by()
 
     no_deadline = Value(None, output_field=DateTimeField())
-    return rows(inbox_approvals(user), "approval", Value(1, output_field=IntegerField()), F("respond_by")).union(
-        rows(inbox_milestones(user), "milestone", Case(When(gate=True, then=1), default=0, output_field=IntegerField()), no_deadline),
+    return rows(approvals, "approval", Value(1, output_field=IntegerField()), F("respond_by")).union(
+        rows(milestones, "milestone", Case(When(gate=True, then=1), default=0, output_field=IntegerField()), no_deadline),
         all=True,
     )
 
@@ -71,24 +101,82 @@ def _by_pk(qs: QuerySet, ids: list[int]) -> dict[int, Any]:
     return {obj.pk: obj for obj in qs.filter(Q(pk__in=ids) if ids else Q(pk=None))}
 
 
-def inbox(user, page: Any = 1) -> InboxPage:
+def inbox(user, page: Any = 1, narrowed: InboxFilter = InboxFilter()) -> InboxPage:
     """A page of what waits for this person across missions, in INBOX_ORDER. The total is the
-    navigation's inbox count (the page hands it on, so it is counted once); then one query slices
-    the page out of both kinds in SQL, and one per kind fetches its objects."""
-    total = inbox_items_count(user)
+    navigation's inbox count (the page hands it on, so it is counted once) unless the inbox is
+    narrowed; then one query slices the page out of both kinds in SQL, and one per kind fetches
+    its objects."""
+    approvals, milestones = narrowed.waiting(user)
+    total = approvals.count() + milestones.count() if narrowed.active else inbox_items_count(user)
     numbers = Paginator(range(total), INBOX_PAGE_SIZE).get_page(page)
     start = (numbers.number - 1) * INBOX_PAGE_SIZE
-    keys = [(kind, pk) for kind, pk, *_ in _waiting(user).order_by(*INBOX_ORDER)[start : start + INBOX_PAGE_SIZE]]
+    keys = [(kind, pk) for kind, pk, *_ in _waiting(approvals, milestones).order_by(*INBOX_ORDER)[start : start + INBOX_PAGE_SIZE]]
     objects = {
-        "approval": _by_pk(inbox_approvals(user).select_related("mission"), [pk for kind, pk in keys if kind == "approval"]),
+        "approval": _by_pk(approvals.select_related("mission"), [pk for kind, pk in keys if kind == "approval"]),
         "milestone": _by_pk(
-            inbox_milestones(user).select_related("mission", "checkpoint").defer(*HEAVY_CHECKPOINT_FIELDS),
+            milestones.select_related("mission", "checkpoint").defer(*HEAVY_CHECKPOINT_FIELDS),
             [pk for kind, pk in keys if kind == "milestone"],
         ),
     }
     # An item decided between the queries is simply left out of this page.
     items = [InboxItem(kind, objects[kind][pk]) for kind, pk in keys if pk in objects[kind]]
     return InboxPage(items=items, page=numbers, total=total, proposals=memory_proposals_waiting(user).count())
+
+
+def inbox_quests(user) -> list[Mission]:
+    """The quests something waits in, for the inbox's quest filter: one query."""
+    approvals, milestones = inbox_approvals(user), inbox_milestones(user)
+    waiting_in = Q(pk__in=approvals.values("mission_id")) | Q(pk__in=milestones.values("mission_id"))
+    return list(Mission.objects.filter(waiting_in).only("id", "title", "created_at").order_by("title", "id"))
+
+
+# What a decision did, in the words of the confirmation (the approval's or milestone's status).
+DECIDED_WORDS = {
+    "approved": "You approved",
+    "edited": "You approved your edited version of",
+    "rejected": "You rejected",
+    "corrected": "You corrected",
+}
+RECENT_DECISIONS = 3
+
+
+@dataclass
+class RecentDecision:
+    """A decision this person just made, for the confirmation that replaces the item they decided."""
+
+    kind: str  # "approval" or "milestone"
+    obj: Approval | Milestone
+    at: datetime
+    # Until when the Undo button is offered; None: this decision cannot be undone (any more).
+    undo_until: datetime | None
+
+    @property
+    def words(self) -> str:
+        status = self.obj.status if self.kind == "approval" else self.obj.review_status
+        what = f"“{self.obj.action}”" if self.kind == "approval" else f"the milestone “{self.obj.title}”"
+        return f"{DECIDED_WORDS.get(status, 'You decided')} {what}."
+
+
+def recent_decisions(user, now: datetime | None = None, *, mission_id: int | None = None) -> list[RecentDecision]:
+    """This person's newest decisions and reviews of the undo window (QUESTLOG_UNDO_SECONDS), with
+    whether each can still be undone (the service's rule). Two small queries."""
+    now = now or timezone.now()
+    since = now - timedelta(seconds=settings.QUESTLOG_UNDO_SECONDS)
+    decided = (
+        Approval.objects.filter(decided_by=user, decided_at__gte=since)
+        .annotate(run_since=run_started_since_decision()).select_related("mission").order_by("-decided_at")
+    )
+    reviewed = Milestone.objects.filter(reviewed_by=user, reviewed_at__gte=since).select_related("mission").order_by("-reviewed_at")
+    if mission_id is not None:
+        decided, reviewed = decided.filter(mission_id=mission_id), reviewed.filter(mission_id=mission_id)
+    found = [RecentDecision("approval", a, a.decided_at, None) for a in decided[:RECENT_DECISIONS]]
+    found += [RecentDecision("milestone", m, m.reviewed_at, None) for m in reviewed[:RECENT_DECISIONS]]
+    found = sorted(found, key=lambda d: d.at, reverse=True)[:RECENT_DECISIONS]
+    for decision in found:
+        approval = decision.obj
+        if decision.kind == "approval" and undo_refusal(approval, approval.mission, by=user, now=now, run_since=approval.run_since) is None:
+            decision.undo_until = undo_until(decision.obj)
+    return found
 
 
 # ---- tokens ------------------------------------------------------------------------------------

@@ -178,6 +178,8 @@ EXPECTED: dict[tuple[str, str], dict[str, int]] = {
     ("POST", "missions/<int:pk>/retention/withdraw/"): people_page(302),
     ("GET", "approvals/<int:pk>/decide/"): login_first_405(),
     ("POST", "approvals/<int:pk>/decide/"): people_page(302),
+    ("GET", "approvals/<int:pk>/undo/"): login_first_405(),
+    ("POST", "approvals/<int:pk>/undo/"): people_page(422),  # it is still pending, nothing to undo: the page says so
     ("GET", "milestones/<int:pk>/review/"): login_first_405(),
     ("POST", "milestones/<int:pk>/review/"): people_page(302),
     ("GET", "tokens/<int:pk>/revoke/"): login_first_405(),

@@ -23,6 +23,7 @@ EXPECTED = {
     "interrupt": ({S.RUNNING}, {S.READY}),
     "await_approval": ({S.RUNNING}, {S.WAITING_FOR_APPROVAL}),
     "settle": ({S.WAITING_FOR_APPROVAL}, {S.READY}),
+    "unsettle": ({S.READY}, {S.WAITING_FOR_APPROVAL}),
     "stop_blocked": ({S.RUNNING}, {S.BLOCKED}),
     "stop_failed": ({S.RUNNING}, {S.FAILED}),
     "complete": ({S.RUNNING}, {S.COMPLETED}),

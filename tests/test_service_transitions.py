@@ -34,6 +34,7 @@ EXPECTED = {
         "edit": ({A.PENDING}, {A.EDITED}),
         "reject": ({A.PENDING}, {A.REJECTED}),
         "expire": ({A.PENDING}, {A.EXPIRED}),
+        "undo": ({A.APPROVED, A.EDITED, A.REJECTED}, {A.PENDING}),
     },
     "milestone": {
         "approve": ({R.PENDING_REVIEW, "withdrawn"}, {R.APPROVED}),
@@ -83,6 +84,11 @@ def test_the_tables_are_api_md():
     } == EXPECTED
 
 
+# A person's decision is final but for its undo, in a short window before any run acts on it
+# (tests/test_service_undo.py proves that window's rule and its race with a run start).
+UNDO_WINDOW = {("approval", "undo")}
+
+
 def test_a_final_state_leads_nowhere():
     finals = {
         "approval": {A.APPROVED, A.EDITED, A.REJECTED, A.EXPIRED},
@@ -92,8 +98,9 @@ def test_a_final_state_leads_nowhere():
         "run": set(StopReason.values),
     }
     for table in machine.TABLES.values():
-        for froms, _ in table.moves.values():
-            assert not set(froms) & finals[table.entity], table.entity
+        for event, (froms, _) in table.moves.items():
+            if (table.entity, event) not in UNDO_WINDOW:
+                assert not set(froms) & finals[table.entity], table.entity
 
 
 def test_an_illegal_move_is_refused_and_leaves_no_trace(agent, person):

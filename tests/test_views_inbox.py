@@ -86,7 +86,7 @@ def test_edit_and_approve_with_valid_json_sends_the_edited_payload(alice_client,
 def test_deciding_twice_is_a_form_error(alice_client, alice):
     mission, approval = waiting_on_approval(alice)
     approvals.approval_decide(actor=person(alice), approval_id=approval.pk, decision="approve")
-    response = decide(alice_client, approval, decision="reject")
+    response = decide(alice_client, approval, decision="reject", note="Changed my mind.")
     assert response.status_code == 422
     assert "already approved" in response.content.decode()
 

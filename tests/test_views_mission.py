@@ -28,7 +28,7 @@ def test_it_shows_objective_constraints_approvals_milestones_and_the_sentence(al
     assert "Never email the client before Friday" in body
     assert "Deploying changes the public site." in body  # why it was requested
     assert "Waiting for your approval to deploy to production" in body
-    for word in (">Approve<", ">Reject<", ">Edit and approve<", ">Pause<", ">Cancel mission<"):
+    for word in (">Approve<", ">Reject<", ">Edit and approve<", ">Pause<", ">Cancel quest<"):
         assert word in body
     assert "_retention_panel" not in body
 
@@ -93,9 +93,9 @@ def test_cancel_asks_for_confirmation_first(alice_client, alice):
     mission = new_mission(alice)
     confirm = alice_client.get(f"/missions/{mission.pk}/cancel/")
     assert confirm.status_code == 200
-    assert "Yes, cancel mission" in confirm.content.decode()
+    assert "Yes, cancel quest" in confirm.content.decode()
     unconfirmed = alice_client.post(f"/missions/{mission.pk}/cancel/", {"next": f"/missions/{mission.pk}/"})
-    assert unconfirmed.status_code == 200 and "Yes, cancel mission" in unconfirmed.content.decode()
+    assert unconfirmed.status_code == 200 and "Yes, cancel quest" in unconfirmed.content.decode()
     mission.refresh_from_db()
     assert mission.status == "ready"
     done = alice_client.post(f"/missions/{mission.pk}/cancel/", {"next": f"/missions/{mission.pk}/", "confirmed": "yes"})
@@ -109,7 +109,7 @@ def test_cancel_confirmation_comes_as_a_panel_for_htmx(alice_client, alice):
     mission = new_mission(alice)
     response = alice_client.get(f"/missions/{mission.pk}/cancel/", HTTP_HX_REQUEST="true", HTTP_HX_TARGET="cancel-confirm")
     body = response.content.decode()
-    assert "<html" not in body and "Yes, cancel mission" in body and 'hx-target="#mission-body"' in body
+    assert "<html" not in body and "Yes, cancel quest" in body and 'hx-target="#mission-body"' in body
 
 
 def test_constraints_add_edit_and_retire_keep_history(alice_client, alice):

@@ -14,8 +14,9 @@ from tests.builders import (  # noqa: F401
 
 pytestmark = pytest.mark.django_db
 
-# Session, user, inbox count (2) and the page's own fixed set of queries.
-MAX_QUERIES = {"board": 8, "inbox": 7, "mission": 21, "checkpoint": 10, "tokens": 8}
+# Session, user, inbox count (2) and the page's own fixed set of queries (the inbox's includes the
+# person's just-made decisions, approvals and milestones: 2, and the quests its filter offers: 1).
+MAX_QUERIES = {"board": 8, "inbox": 10, "mission": 21, "checkpoint": 10, "tokens": 8}
 
 
 def queries(client, url: str) -> int:

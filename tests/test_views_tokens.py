@@ -111,7 +111,7 @@ def test_the_tokens_page_has_the_same_size_and_queries_with_3_and_300_missions(a
     assert abs(size_300 - size_3) <= 8
     assert queries_300 == queries_3
     body = alice_client.get("/tokens/").content.decode()
-    assert 'value="" checked' in body and "All my missions" in body
+    assert 'value="" checked' in body and "All my quests" in body
     assert radios(body) == []
 
 
@@ -127,7 +127,7 @@ def test_a_search_offers_at_most_20_open_missions_newest_activity_first(alice_cl
     assert "the 20 with the newest activity" in body
     assert radios(alice_client.get("/tokens/?mission_q=trip+29").content.decode()) == []
     body = alice_client.get("/tokens/?mission_q=nothing-like-it").content.decode()
-    assert "No open mission matches" in body
+    assert "No open quest matches" in body
 
 
 def test_the_search_with_htmx_answers_only_the_choices(alice_client, alice):
@@ -165,7 +165,7 @@ def test_a_mission_that_is_not_one_of_the_persons_open_missions_is_a_form_error(
     response = alice_client.post("/tokens/", {"name": "laptop agent", "mission": value})
     body = response.content.decode()
     assert response.status_code == 422
-    assert "not one of your open missions" in body
+    assert "not one of your open quests" in body
     assert 'value="laptop agent"' in body
     assert not AgentToken.objects.filter(user=alice).exists()
 

@@ -32,6 +32,28 @@ class RetentionPolicyForm(forms.ModelForm):
             batch.validators.append(_at_least_one)
 
 
+class StaffPolicyForm(RetentionPolicyForm):
+    """The staff page's policy form: a grace period of 0 days is saved only once confirmed."""
+
+    # Asked for only when the grace period sent is 0 (the form is shown again with it).
+    zero_grace_confirmed = forms.BooleanField(required=False, label="Yes, delete a quest's working state as soon as the quest ends")
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        if str(self.data.get("grace_days", "")).strip() != "0":
+            del self.fields["zero_grace_confirmed"]
+
+    def clean(self) -> dict:
+        data = super().clean()
+        if data.get("grace_days") == 0 and not data.get("zero_grace_confirmed"):
+            self.add_error(
+                "grace_days",
+                "A grace period of 0 days deletes a quest's working state the moment it ends, with no time to "
+                "change one's mind. Tick the confirmation below to save it.",
+            )
+        return data
+
+
 def _at_least_one(value: int) -> None:
     if value is not None and value < 1:
         raise forms.ValidationError("A batch holds at least one item.")

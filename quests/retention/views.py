@@ -19,7 +19,7 @@ from django.views.decorators.vary import vary_on_headers
 
 from checkpoints.models import PurgeLog, RetentionPolicy
 from quests.models import MemoryItem, MemoryProposal, Mission
-from quests.retention.forms import HoldForm, MemoryDecisionForm, PurgeForm, RetentionPolicyForm
+from quests.retention.forms import HoldForm, MemoryDecisionForm, PurgeForm, StaffPolicyForm
 from quests.retention.services.expiry import expiring_soon, retention_keep, retention_withdraw
 from quests.retention.services import export
 from quests.retention.services.holds import active_holds, hold_place, hold_release
@@ -181,7 +181,7 @@ def _staff_page(request: HttpRequest, *, status: int = 200, **forms: Any) -> Htt
     context = {
         "policy": policy,
         "policy_history": policy_history(),
-        "policy_form": forms.get("policy_form") or RetentionPolicyForm(instance=policy),
+        "policy_form": forms.get("policy_form") or StaffPolicyForm(instance=policy),
         "hold_form": forms.get("hold_form") or HoldForm(),
         "purge_form": PurgeForm(),
         "expiring": expiring_soon(),
@@ -211,7 +211,7 @@ def staff_retention(request: HttpRequest) -> HttpResponse:
 @staff_only
 @require_POST
 def staff_policy(request: HttpRequest) -> HttpResponse:
-    form = RetentionPolicyForm(request.POST, instance=RetentionPolicy.current())
+    form = StaffPolicyForm(request.POST, instance=RetentionPolicy.current())
     if not form.is_valid():
         return _staff_page(request, status=422, policy_form=form)
     try:

@@ -1,13 +1,16 @@
 """Approvals and milestones: the moments a person decides what may happen next."""
 
-from datetime import datetime
+import json
+from datetime import datetime, timedelta
 from typing import Any
 
+from django.conf import settings
 from django.db import transaction
+from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
 from checkpoints.models import Checkpoint
-from quests import limits
+from quests import limits, statediff
 from quests.models import Approval, ApprovalStatus, AuditEvent, Milestone, MilestoneKind, Mission, MissionStatus, ReviewStatus, Run, StopReason
 from quests.services import idempotency, machine
 from quests.services.access import get_for, require_person
@@ -141,8 +144,11 @@ def approval_decide(
         if decision == "edit":
             if not isinstance(payload, dict):
                 raise InvalidInput("Edit and approve needs the changed payload as a JSON object.", field="payload")
+            # Nothing was changed: the history says what happened, an approval as asked.
+            if payload == approval.payload:
+                decision = "approve"
             approval.decided_payload = payload
-        elif decision == "approve":
+        if decision == "approve":
             approval.decided_payload = approval.payload
         require_within(note or "", limits.DECISION_NOTE, what="A note", field="note")
         approval.note = note or ""
@@ -150,7 +156,7 @@ def approval_decide(
         approval.decided_by = actor.user
         machine.move(
             approval, event=decision, to=DECISIONS[decision], actor=actor, mission=mission,
-            fields=("decided_payload", "note", "decided_at", "decided_by"),
+            fields=("decided_payload", "note", "decided_at", "decided_by"), **person_act(approval.action, note, approval, decision),
         )
         settle(mission, actor=actor)
         state_changed(mission)
@@ -168,6 +174,100 @@ def _require_undecided(approval: Approval, mission: Mission) -> None:
             code="invalid_transition", status=approval.status,
         )
     machine.require(approval, "approve")
+
+
+def undo_until(approval: Approval) -> datetime | None:
+    """Until when a decided approval may be taken back (if no run starts first)."""
+    if approval.decided_at is None:
+        return None
+    return approval.decided_at + timedelta(seconds=settings.QUESTLOG_UNDO_SECONDS)
+
+
+def run_started_since_decision() -> Exists:
+    """Whether a run of the approval's mission started at or after its decision (an expression over
+    Approval rows): from then on the agent may have acted on it."""
+    return Exists(Run.objects.filter(mission_id=OuterRef("mission_id"), started_at__gte=OuterRef("decided_at")))
+
+
+def undo_refusal(
+    approval: Approval, mission: Mission, *, by: Any, now: datetime | None = None, run_since: bool | None = None
+) -> Conflict | None:
+    """Why this decided approval may not be undone now by `by`, or None when it may: the one rule,
+    asked by approval_undo under the mission's lock and by the pages that offer an Undo button
+    (which read `run_since` along with the approval, as run_started_since_decision())."""
+    if approval.status not in machine.APPROVAL_TRANSITIONS["undo"][0]:
+        return Conflict(f"This approval is {approval.status}; there is no decision to undo.", code="invalid_transition", status=approval.status)
+    if approval.decided_by_id != getattr(by, "pk", None):
+        return Conflict("Only the person who decided can undo the decision.", code="undo_refused")
+    deadline = undo_until(approval)
+    if deadline is None or (now or timezone.now()) > deadline:
+        return Conflict(
+            f"Too late to undo: a decision can be taken back within {settings.QUESTLOG_UNDO_SECONDS} seconds.",
+            code="undo_expired",
+        )
+    if run_since is None:
+        run_since = Approval.objects.filter(pk=approval.pk).filter(run_started_since_decision()).exists()
+    if mission.active_run_id is not None or run_since:
+        return Conflict("Too late to undo: the agent has already started a run and may have acted on your decision.", code="run_started")
+    if mission.is_terminal:
+        return Conflict(f"This quest is {mission.status}; its decisions can no longer be undone.", code="undo_refused")
+    return None
+
+
+def approval_undo(*, actor: Actor, approval_id: int, now: datetime | None = None) -> Approval:
+    """Take back a decision the agent has not acted on: within QUESTLOG_UNDO_SECONDS of it, by the
+    person who made it, and only while no run has started since. The approval is pending again and
+    a ready mission waits for the person again; the decision and its undoing stay in the history."""
+    with transaction.atomic():
+        require_person(actor)
+        approval = get_for(actor, Approval, approval_id)
+        # A run start locks the same row (runs.run_start): an undo and a run start at once are
+        # serialised, and whichever comes second sees what the first did — a run that started
+        # (the undo is refused) or a mission waiting for a person again (the start is refused).
+        mission = lock_mission(approval.mission_id)
+        approval.refresh_from_db()
+        refusal = undo_refusal(approval, mission, by=actor.user, now=now)
+        if refusal is not None:
+            raise refusal
+        undone = approval.status
+        approval.decided_payload = None
+        approval.note = ""
+        approval.decided_at = None
+        approval.decided_by = None
+        machine.move(
+            approval, event="undo", to=ApprovalStatus.PENDING, actor=actor, mission=mission,
+            fields=("decided_payload", "note", "decided_at", "decided_by"), undone=undone, subject=approval.action,
+        )
+        if mission.status == MissionStatus.READY:
+            machine.transition(mission, event="unsettle", to=MissionStatus.WAITING_FOR_APPROVAL, actor=actor)
+        state_changed(mission)
+        return approval
+
+
+# What the history keeps of a person's act, bounded: its notes and an edit's changes are read on
+# the mission's timeline, and an audit row must not grow with a large payload.
+HISTORY_TEXT = 500
+HISTORY_CHANGES = 20
+
+
+def _short(value: Any) -> Any:
+    if isinstance(value, (dict, list)):
+        value = json.dumps(value, ensure_ascii=False, default=str)
+    return value[:HISTORY_TEXT] if isinstance(value, str) else value
+
+
+def person_act(subject: str, note: str, approval: Approval | None = None, decision: str = "") -> dict[str, Any]:
+    """The audit data of a decision or review: what it was about, the person's note and, for an
+    edit, each changed value before and after (so the timeline shows them after an undo, too)."""
+    data: dict[str, Any] = {"subject": subject[:HISTORY_TEXT]}
+    if note:
+        data["note"] = note[:HISTORY_TEXT]
+    if approval is not None and decision == "edit":
+        data["changes"] = [
+            {"what": change.key, "before": _short(change.old), "after": _short(change.new)}
+            for change in statediff.diff({"payload": approval.payload}, {"payload": approval.decided_payload})[:HISTORY_CHANGES]
+        ]
+    return data
 
 
 def approvals_expire_due(now: datetime | None = None) -> int:
@@ -257,7 +357,7 @@ def milestone_review(*, actor: Actor, milestone_id: int, action: str, note: str 
         milestone.reviewed_by = actor.user
         machine.move(
             milestone, event=action, to=REVIEWS[action], actor=actor, mission=mission,
-            fields=("note", "reviewed_at", "reviewed_by"),
+            fields=("note", "reviewed_at", "reviewed_by"), **person_act(milestone.title, note),
         )
         settle(mission, actor=actor)
         state_changed(mission)

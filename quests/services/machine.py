@@ -37,6 +37,8 @@ TRANSITIONS: Moves = {
     "interrupt": (frozenset({S.RUNNING}), frozenset({S.READY})),
     "await_approval": (frozenset({S.RUNNING}), frozenset({S.WAITING_FOR_APPROVAL})),
     "settle": (frozenset({S.WAITING_FOR_APPROVAL}), frozenset({S.READY})),
+    # A person took back a decision before any run started: the mission waits for them again.
+    "unsettle": (frozenset({S.READY}), frozenset({S.WAITING_FOR_APPROVAL})),
     "stop_blocked": (frozenset({S.RUNNING}), frozenset({S.BLOCKED})),
     "stop_failed": (frozenset({S.RUNNING}), frozenset({S.FAILED})),
     "complete": (frozenset({S.RUNNING}), frozenset({S.COMPLETED})),
@@ -64,6 +66,8 @@ APPROVAL_TRANSITIONS: Moves = {
     "edit": (frozenset({A.PENDING}), frozenset({A.EDITED})),
     "reject": (frozenset({A.PENDING}), frozenset({A.REJECTED})),
     "expire": (frozenset({A.PENDING}), frozenset({A.EXPIRED})),
+    # A person's own decision, taken back in time (approval_undo says when that is allowed).
+    "undo": (frozenset({A.APPROVED, A.EDITED, A.REJECTED}), frozenset({A.PENDING})),
 }
 
 # `withdrawn` is a state of the machine, not a review status: the row keeps `pending_review` and

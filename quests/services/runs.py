@@ -48,6 +48,8 @@ def run_start(*, actor: Actor, mission_id: int, agent: str = "", key: str | None
                 detail="The run stopped sending heartbeats; a new run took over.",
                 actor=SYSTEM,
             )
+        # Checked under the mission's lock: a decision undone meanwhile (approvals.approval_undo
+        # holds the same lock) has put the mission back to waiting for approval, refused here.
         if mission.status in machine.NOT_STARTABLE:
             raise mission_not_startable(mission.status)
         mission.run_count += 1

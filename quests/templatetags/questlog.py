@@ -30,6 +30,50 @@ STOP_REASONS = {
     "completed": "Completed",
 }
 
+# Field names of the save state as people read them on the checkpoint page (anything else: its
+# name with spaces, `label`).
+FIELD_WORDS = {
+    "stop_reason": "Why it stopped",
+    "stop_detail": "What stopped it",
+    "review_status": "Review",
+    "status": "Status",
+    "agent_state": "The agent's own state",
+    "decided_payload": "What you approved",
+    "payload": "What the agent asked to do",
+    "idempotency_key": "Key (never done twice)",
+    "external_id": "Id outside Questlog",
+    "external_status": "Status outside Questlog",
+    "retry_at": "Tries again at",
+    "respond_by": "Answer by",
+    "gate": "The quest waits for it",
+    "withdrawn": "Taken back by the agent",
+    "evidence": "What it is based on",
+    "checkpoint_id": "Checkpoint",
+    "tool_outputs": "Tool outputs",
+    "open_questions": "Open questions",
+    "size_bytes": "Size (bytes)",
+}
+# Status values stored in the state, in words (a string of the agent's own that happens to be one
+# of these reads the same; they are words, not codes, to a person).
+VALUE_WORDS = {
+    "pending_review": "waiting for your review",
+    "pending": "waiting for you",
+    "waiting_for_approval": "waiting for your approval",
+    "blocked_external": "blocked by something outside",
+    "failed_retry_budget": "failed after its retries",
+    "paused_by_user": "paused by you",
+    "cancelled_by_user": "cancelled by you",
+}
+
+
+def words(name: Any) -> str:
+    """A save-state field name (or a path of them, "a › b") in people's words; `#4` stays `#4`."""
+    parts = str(name).split(" › ")
+    return " › ".join(part if part.startswith("#") else FIELD_WORDS.get(part, label(part)) for part in parts)
+
+
+register.filter("words", words)
+
 TRIGGERS = {
     "agent": "saved by the agent",
     "background": "background snapshot",
@@ -90,6 +134,25 @@ def trigger(value: str) -> str:
     return TRIGGERS.get(value, label(value))
 
 
+# A person's act on the timeline, by (entity, action) of its audit event; {subject} is what it was about.
+ACT_WORDS = {
+    ("approval", "approve"): "Approved “{subject}”",
+    ("approval", "edit"): "Approved an edited “{subject}”",
+    ("approval", "reject"): "Rejected “{subject}”",
+    ("approval", "undo"): "Took back the decision on “{subject}”",
+    ("milestone", "approve"): "Approved the milestone “{subject}”",
+    ("milestone", "correct"): "Corrected the milestone “{subject}”",
+}
+
+
+@register.filter
+def act_words(event: Any) -> str:
+    """`event` (an AuditEvent of a decision or review) in a person's words."""
+    subject = (event.data or {}).get("subject") or f"{event.entity} {event.entity_id}"
+    pattern = ACT_WORDS.get((event.entity, event.action), "{action} “{subject}”")
+    return pattern.format(subject=subject, action=label(event.action))
+
+
 @register.filter
 def pretty_json(value: Any) -> str:
     return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True)
@@ -130,7 +193,7 @@ def _readable(value: Any, depth: int) -> SafeString:
     if isinstance(value, dict):
         if not value:
             return mark_safe('<span class="muted">(empty)</span>')
-        items = format_html_join("", "<dt>{}</dt><dd>{}</dd>", ((label(k), _readable(v, depth + 1)) for k, v in value.items()))
+        items = format_html_join("", "<dt>{}</dt><dd>{}</dd>", ((words(k), _readable(v, depth + 1)) for k, v in value.items()))
         return format_html('<dl class="kv">{}</dl>', items)
     if isinstance(value, list):
         if not value:
@@ -146,6 +209,8 @@ def _scalar(value: Any) -> SafeString:
         return mark_safe('<span class="muted">—</span>')
     if isinstance(value, bool):
         return mark_safe("yes" if value else "no")
+    if isinstance(value, str) and value in VALUE_WORDS:
+        return format_html("{}", VALUE_WORDS[value])
     return format_html("{}", value)
 
 

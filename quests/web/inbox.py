@@ -4,6 +4,7 @@ the decisions made from it or from a mission page."""
 from typing import Any
 from urllib.parse import urlencode
 
+from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.urls import reverse
@@ -16,29 +17,46 @@ from quests.context_processors import inbox_badge
 from quests.forms import DecisionForm, ReviewForm
 from quests.models import Approval, Milestone
 from quests.services import approvals
-from quests.web.pages import Problem, act, actor, get_or_404, mission_url, page, render_page, unsent_problem
+from quests.web.pages import Problem, act, actor, get_or_404, mission_url, page, query_number, render_page, unsent_problem
 
 TEMPLATE = "quests/inbox.html"
 FRAGMENTS = {"inbox"}
 
 
+def inbox_filter(request: HttpRequest) -> selectors.InboxFilter:
+    """The quest and kind the inbox is narrowed to (?quest=<id>&kind=approval|milestone); anything
+    else in the query means no narrowing by it."""
+    kind = request.GET.get("kind")
+    return selectors.InboxFilter(mission_id=query_number(request.GET.get("quest")), kind=kind if kind in selectors.INBOX_KINDS else None)
+
+
 @page("inbox", TEMPLATE, fragments=FRAGMENTS)
 def inbox_context(request: HttpRequest, problem: Problem | None = None) -> dict[str, Any]:
-    waiting = selectors.inbox(request.user, request.GET.get("page") or 1)
+    narrowed = inbox_filter(request)
+    waiting = selectors.inbox(request.user, request.GET.get("page") or 1, narrowed)
     inline = {(item.kind, item.obj.pk) for item in waiting.items}
     number = waiting.page.number
+    query = {key: value for key, value in (("quest", narrowed.mission_id), ("kind", narrowed.kind)) if value is not None}
     return {
         "items": waiting.items,
         "page": waiting.page,
         "total": waiting.total,
-        # The navigation shows the same count: handed on, it is not counted a second time.
-        "inbox_count": waiting.badge_count,
         "proposals": waiting.proposals,
+        "narrowed": narrowed,
+        "quests": selectors.inbox_quests(request.user),
+        "kinds": selectors.INBOX_KINDS,
+        # The pager's links keep the filter.
+        "filter_query": urlencode(query),
+        "just_decided": selectors.recent_decisions(request.user),
+        "undo_seconds": settings.QUESTLOG_UNDO_SECONDS,
         "problem": problem,
         "problem_inline": problem is not None and problem.target in inline,
         # The forms send it as `next`: a decision answers with this same page of the inbox.
-        "page_url": reverse("inbox") + (f"?{urlencode({'page': number})}" if number > 1 else ""),
-    }
+        "page_url": reverse("inbox") + (f"?{urlencode(query | ({'page': number} if number > 1 else {}))}" if query or number > 1 else ""),
+    } | ({} if narrowed.active else {
+        # The navigation shows the same count: handed on, it is not counted a second time.
+        "inbox_count": waiting.badge_count,
+    })
 
 
 @login_required
@@ -84,3 +102,13 @@ def milestone_review(request: HttpRequest, pk: int) -> HttpResponse:
         approvals.milestone_review(actor=actor(request), milestone_id=pk, action=data["action"], note=data["note"])
 
     return act(request, origin=mission_url(milestone.mission_id), target=("milestone", pk), form=form, do=do)
+
+
+@login_required
+@require_POST
+def approval_undo(request: HttpRequest, pk: int) -> HttpResponse:
+    approval = get_or_404(request, Approval, pk)
+    return act(
+        request, origin=mission_url(approval.mission_id), target=("undo", pk),
+        do=lambda: approvals.approval_undo(actor=actor(request), approval_id=pk),
+    )

@@ -66,6 +66,9 @@ def mission_context(request: HttpRequest, pk: int, problem: Problem | None = Non
         # The page's own address keeps its window (shareable; the back button and the poll keep it).
         "page_url": mission_url(page_data.mission.pk) + (f"?{query}" if query else ""),
         "window_query": query,
+        # What the person just decided here, with Undo while the agent has not started again.
+        "just_decided": selectors.recent_decisions(request.user, mission_id=page_data.mission.pk),
+        "undo_seconds": settings.QUESTLOG_UNDO_SECONDS,
         "links": window_links(mission_url(page_data.mission.pk), page_data),
     }
 

@@ -48,6 +48,7 @@ def tokens_context(request: HttpRequest, problem: Problem | None = None, *, new_
         "problem": problem,
         "page_url": reverse("tokens") + (f"?{urlencode({'page': listed.number})}" if listed.number > 1 else ""),
         "api_missions_url": request.build_absolute_uri("/api/v1/missions"),
+        "api_base_url": request.build_absolute_uri("/").rstrip("/"),
     }
 
 

@@ -19,6 +19,7 @@ urlpatterns = [
     path("approvals/", inbox.inbox, name="inbox"),
     path("approvals/count/", inbox.inbox_count_badge, name="inbox-count"),
     path("approvals/<int:pk>/decide/", inbox.approval_decide, name="approval-decide"),
+    path("approvals/<int:pk>/undo/", inbox.approval_undo, name="approval-undo"),
     path("milestones/<int:pk>/review/", inbox.milestone_review, name="milestone-review"),
     path("settings/", preferences.settings_page, name="settings"),
     path("tokens/", tokens.token_list, name="tokens"),

@@ -11,6 +11,27 @@ document.addEventListener("focusin", (event) => {
   }
 });
 
+// A copy button (data-copy: the id of the field or block to copy) puts its text on the clipboard
+// and says so; where the clipboard is not allowed, the text is selected for Ctrl+C instead.
+document.addEventListener("click", (event) => {
+  const button = event.target instanceof Element ? event.target.closest("button[data-copy]") : null;
+  if (!button) return;
+  const source = document.getElementById(button.dataset.copy);
+  if (!source) return;
+  const text = source instanceof HTMLInputElement ? source.value : source.textContent;
+  const done = () => {
+    button.textContent = "Copied";
+    announce(button.dataset.copied || "Copied");
+  };
+  const selectIt = () => {
+    if (source instanceof HTMLInputElement) source.select();
+    else window.getSelection().selectAllChildren(source);
+    announce("Selected: press Ctrl+C to copy");
+  };
+  if (navigator.clipboard && window.isSecureContext) navigator.clipboard.writeText(text).then(done, selectIt);
+  else selectIt();
+});
+
 // ---- Live updates -------------------------------------------------------------------------------
 // A page region that follows the server polls it (hx-trigger="every Ns", answered 204 while
 // nothing changed). Rules: a hidden tab asks nothing and asks once on its return; a swap never
@@ -190,6 +211,122 @@ function updatedWords(heading) {
   return pattern.replace("{what}", heading.textContent.trim());
 }
 
+// ---- Deciding one item after another -----------------------------------------------------------
+// An approval or milestone decided goes from the list: focus moves on to the item after it (or
+// before it, at the end of the list), so a person can decide the next one at once, and the live
+// region says what was just done (the confirmation the page now shows).
+
+const ITEMS = "article.item";
+
+// The ids of the items after the one `elt` sits in, then of those before it (nearest first).
+function neighboursOf(elt, region) {
+  const item = elt instanceof Element ? elt.closest(ITEMS) : null;
+  if (!item || !region.contains(item)) return [];
+  const all = Array.from(region.querySelectorAll(ITEMS));
+  const at = all.indexOf(item);
+  return [...all.slice(at + 1), ...all.slice(0, at).reverse()].map((other) => other.id).filter(Boolean);
+}
+
+// What a form asks to happen once it is done: the element to focus (an undone approval is back)
+// and the words to say.
+function afterAction(elt) {
+  const form = elt instanceof Element ? elt.closest("[data-focus-after]") : null;
+  return form ? { focus: form.dataset.focusAfter, words: form.dataset.announceDone } : null;
+}
+
+function confirmationWords(region) {
+  const newest = region.querySelector("[data-confirmation] .confirmation-words");
+  return newest ? newest.textContent.trim() : null;
+}
+
+// True when focus went where the action asked, or on to the next item.
+function focusAfterDecision(plan, region) {
+  const asked = plan.after && document.getElementById(plan.after.focus);
+  if (asked) {
+    asked.focus();
+    announce(plan.after.words);
+    return true;
+  }
+  const decided = plan.anchors.find((anchor) => anchor.gone);
+  if (!decided || document.getElementById(decided.id)) return false;
+  for (const id of plan.neighbours) {
+    const next = document.getElementById(id);
+    if (!next) continue;
+    next.focus();
+    announce(confirmationWords(region) || decided.gone);
+    return true;
+  }
+  const confirmation = region.querySelector("[data-confirmation]");
+  if (!confirmation) return false;
+  confirmation.setAttribute("tabindex", "-1");
+  confirmation.focus();
+  announce(confirmationWords(region) || decided.gone);
+  return true;
+}
+
+// An Undo button is offered for a short time only (the server refuses it afterwards anyway).
+function expireUndos(root) {
+  root.querySelectorAll("[data-undo-until]").forEach((form) => {
+    const left = Date.parse(form.dataset.undoUntil) - Date.now();
+    const remove = () => {
+      // Focus on the button that goes stays nearby, on its confirmation.
+      const holder = form.closest("[data-confirmation]");
+      const hadFocus = form.contains(document.activeElement);
+      form.remove();
+      if (hadFocus && holder) {
+        holder.setAttribute("tabindex", "-1");
+        holder.focus();
+      }
+    };
+    if (Number.isNaN(left)) return;
+    if (left <= 0) remove();
+    else window.setTimeout(remove, left);
+  });
+}
+
+document.addEventListener("DOMContentLoaded", () => expireUndos(document));
+document.addEventListener("htmx:load", (event) => expireUndos(event.detail.elt));
+
+// ---- The inbox from the keyboard ----------------------------------------------------------------
+// Only while focus is inside a list that offers them ([data-keys]) and not in a field, so the
+// letters never take away typing (WCAG 2.1.4): j / k next and previous item, a approve, r the
+// note (reject) or correction, where Ctrl+Enter sends it.
+
+function itemStep(region, item, step) {
+  const items = Array.from(region.querySelectorAll(ITEMS));
+  if (!items.length) return;
+  const at = item ? items.indexOf(item) : -1;
+  const next = items[Math.min(Math.max(at + step, 0), items.length - 1)];
+  next.focus();
+  next.scrollIntoView({ block: "nearest" });
+}
+
+document.addEventListener("keydown", (event) => {
+  const target = event.target;
+  if (!(target instanceof Element)) return;
+  const region = target.closest("[data-keys]");
+  if (!region) return;
+  if (event.key === "Enter" && (event.ctrlKey || event.metaKey) && target.matches("textarea[data-key-submit]")) {
+    const button = target.form && target.form.querySelector(`button[value="${target.dataset.keySubmit}"]`);
+    if (button) {
+      event.preventDefault();
+      button.click();
+    }
+    return;
+  }
+  if (event.ctrlKey || event.metaKey || event.altKey || target.matches(FIELDS)) return;
+  const item = target.closest(ITEMS);
+  const act = {
+    j: () => itemStep(region, item, 1),
+    k: () => itemStep(region, item, -1),
+    a: () => item && item.querySelector("button[data-key=a]")?.click(),
+    r: () => item && item.querySelector("textarea[data-key-submit]")?.focus(),
+  }[event.key];
+  if (!act) return;
+  event.preventDefault();
+  act();
+});
+
 function settleFocus(plan, region, status) {
   if (status === 422) {
     // The answer shows a form error: focus goes to the field it is about (the alert is read out).
@@ -207,6 +344,7 @@ function settleFocus(plan, region, status) {
     announce(region.dataset.announce || (heading && updatedWords(heading)));
     return;
   }
+  if (focusAfterDecision(plan, region)) return;
   // Focus moves to the nearest element around the sent form that is still there; the words are
   // those of the one that went (a decided approval) or of the one focused.
   let goneWords = null;
@@ -257,6 +395,8 @@ document.addEventListener("htmx:beforeSwap", (event) => {
     // After "Show the changes" the notice's button goes away: focus moves to the region.
     focusedId: forced ? null : document.activeElement?.id || null,
     anchors: polled ? [{ id: region.id }] : anchorsOf(elt, region),
+    neighbours: polled ? [] : neighboursOf(elt, region),
+    after: polled ? null : afterAction(elt),
   });
 });
 

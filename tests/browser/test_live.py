@@ -120,7 +120,8 @@ def test_approving_a_milestone_with_the_keyboard_focuses_it_and_announces_it(pag
     expect(page.locator("#live-announcer")).to_have_text("Milestone “Venues shortlisted”: approved.")
 
 
-def test_deciding_an_approval_moves_focus_to_its_section_and_says_the_decision_was_sent(page, open_page, login, alice):
+def test_deciding_the_last_approval_moves_focus_to_its_confirmation_and_says_what_was_decided(page, open_page, login, alice):
+    # With no other item to move on to, focus lands on the confirmation (and its Undo) in the same section.
     mission, approval = waiting_on_approval(alice)
     login(alice)
     open_page(f"/missions/{mission.pk}/")
@@ -128,8 +129,8 @@ def test_deciding_an_approval_moves_focus_to_its_section_and_says_the_decision_w
     page.keyboard.press("Tab")
     page.keyboard.press("Enter")
     expect(page.locator("#mission-status")).to_have_text("Ready")
-    expect(page.locator("#approvals-h")).to_be_focused()
-    expect(page.locator("#live-announcer")).to_have_text("Your decision on “deploy to production” was sent.")
+    expect(page.locator(f"#decided-approval-{approval.pk}")).to_be_focused()
+    expect(page.locator("#live-announcer")).to_have_text("You approved “deploy to production”.")
 
 
 def test_a_persons_own_action_keeps_what_they_typed_elsewhere_on_the_page(page, open_page, login, alice):
