@@ -218,8 +218,8 @@ def graph_put_writes(
     """Keep a task's writes on a checkpoint (which may not have arrived yet: LangGraph saves
     checkpoints in the background). Ordinary writes are idempotent per task and index
     (a retried task keeps its first writes); special channels (negative indexes: an error, an
-    interrupt) are replaced. `interrupts` become approvals (once per interrupt id), and the
-    session run ends waiting for them. `title` titles a mission still named after its thread."""
+    interrupt) are replaced, the last one of a batch winning. `interrupts` become approvals (once
+    per interrupt id), and the session run ends waiting for them. `title` titles a mission still named after its thread."""
     with transaction.atomic():
         mission = lock_thread(actor, thread_id, title=title, mission_id=mission_id)
         run = session_run(actor, mission)
@@ -230,7 +230,10 @@ def graph_put_writes(
             )
             for item in writes
         ]
-        special = [row for row in rows if row.idx < 0]
+        # One batch may hold a special channel several times at one index (a node that called
+        # interrupt() three times sends three `__resume__` writes at -4): the last one counts, as
+        # in LangGraph's own savers, and PostgreSQL's upsert refuses to touch one row twice.
+        special = list({row.idx: row for row in rows if row.idx < 0}.values())
         ordinary = [row for row in rows if row.idx >= 0]
         if special:
             GraphWrite.objects.bulk_create(
