@@ -221,3 +221,22 @@ def test_a_node_that_asks_three_times_keeps_its_batch_of_resume_writes(questlog_
         saver.put_writes(world.config(0, "", world.made[-1]), batch, "task-1", "~__pregel_pull, ask")
     reference, questlog = (saver.get_tuple(world.config(0, "")) for saver in savers)
     assert questlog.pending_writes == reference.pending_writes == [("task-1", "__resume__", "third"), ("task-1", "age", 3)]
+
+
+def test_delta_history_is_one_request_whatever_the_number_of_ancestors(questlog_saver: QuestlogSaver, monkeypatch) -> None:
+    world = World(prefix=uuid.uuid4().hex[:12])
+    savers = [ReferenceSaver(), questlog_saver]
+    for number in range(30):
+        put(world, savers, 0, "", True, {"a": number} if number % 10 == 0 else {"b": number}, set(), "loop", number, False)
+        for saver in savers:
+            saver.put_writes(world.config(0, "", world.made[-1]), [("c", f"write {number}")], "task-1", "~__pregel_pull, a")
+    requests = []
+    original = questlog_saver.connection.request
+    monkeypatch.setattr(questlog_saver.connection, "request", lambda *args, **kwargs: requests.append(args) or original(*args, **kwargs))
+    history = questlog_saver.get_delta_channel_history(config=world.config(0, ""), channels=["a", "b", "c"])
+    assert len(requests) == 1
+    assert history == savers[0].get_delta_channel_history(config=world.config(0, ""), channels=["a", "b", "c"])
+    # `c` is only ever written, never held: its walk goes to the root (the target's own writes
+    # are pending for the next step and do not count).
+    assert "seed" not in history["c"] and [value for _, _, value in history["c"]["writes"]] == [f"write {n}" for n in range(29)]
+    assert history["a"] == {"writes": [], "seed": 20}
