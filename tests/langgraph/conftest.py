@@ -24,7 +24,8 @@ def sqlite_server(tmp_path_factory) -> Iterator[tuple[Server, object]]:
         each.stop()
 
 
-@pytest.fixture(params=["postgresql", "sqlite"])
+# The SQLite side starts a server process: slow, as the project marks those (`make test` runs it).
+@pytest.fixture(params=["postgresql", pytest.param("sqlite", marks=pytest.mark.slow)])
 def database(request) -> tuple[str, str, str]:
     """(database, server URL, an agent token of a user of its own) for each database."""
     prefix = f"parity-{uuid.uuid4().hex[:8]}"
