@@ -354,7 +354,10 @@ def _ancestors(rows: QuerySet[GraphCheckpoint], cursor: str, remaining: set[str]
     window: dict[str, tuple[str, dict[str, Any]]] = {}
     chain: list[tuple[str, set[str]]] = []
     seeds: dict[str, str] = {}
-    while cursor and remaining:
+    walked: set[str] = set()
+    # A client may name any id as a parent, its own included: a chain that comes back on itself ends.
+    while cursor and remaining and cursor not in walked:
+        walked.add(cursor)
         if cursor not in window:
             older = rows.filter(graph_id__lte=cursor).values_list("graph_id", "parent_graph_id", "channels")[:ANCESTORS_WINDOW]
             window.update((graph, (parent, held)) for graph, parent, held in older)

@@ -66,3 +66,13 @@ def test_delta_history_walks_the_whole_chain_with_a_query_per_hundred_ancestors(
     channels = response.json()["channels"]
     assert channels["never-stored"] == {"writes": [], "seed": None}  # walked to the root
     assert channels["k00"]["seed"] == {"type": "json", "data": {"step": steps - 2}}  # the parent's own value
+
+
+def test_delta_history_ends_a_chain_that_comes_back_on_itself(agent):
+    # A client may name any id as a parent, the checkpoint's own included.
+    response = agent.post("langgraph/checkpoints", {
+        "thread_id": "loop", "checkpoint": {"v": 4, "id": "same", "channel_versions": {}}, "parent_checkpoint_id": "same",
+    })
+    assert response.status_code == 201, response.content
+    answer = agent.get("langgraph/delta-history?thread_id=loop&checkpoint_id=same&channel=log")
+    assert answer.status_code == 200 and answer.json()["channels"]["log"] == {"writes": [], "seed": None}
