@@ -313,8 +313,9 @@ def graph_checkpoints(
     return [_tuple(row, writes.get(_key(row), []), contents, thread_id=thread_id) for row in found]
 
 
-# A channel LangGraph versioned without a value is stored as this blob: it seeds nothing.
-EMPTY_SHA = encoded({"type": "empty"})[0]
+# A channel LangGraph versioned without a value is stored as one of these blobs (the API's schema
+# fills in `data`): it seeds nothing.
+EMPTY_SHAS = frozenset({encoded({"type": "empty"})[0], encoded({"type": "empty", "data": None})[0]})
 # How many of a namespace's checkpoints one query reads while walking a parent chain.
 ANCESTORS_WINDOW = 100
 
@@ -366,7 +367,7 @@ def _ancestors(rows: QuerySet[GraphCheckpoint], cursor: str, remaining: set[str]
         parent, held = window[cursor]
         chain.append((cursor, set(remaining)))
         for name in list(remaining):
-            if name in held and held[name][1] != EMPTY_SHA:
+            if name in held and held[name][1] not in EMPTY_SHAS:
                 seeds[name] = held[name][1]
                 remaining.discard(name)
         cursor = parent

@@ -240,3 +240,14 @@ def test_delta_history_is_one_request_whatever_the_number_of_ancestors(questlog_
     # are pending for the next step and do not count).
     assert "seed" not in history["c"] and [value for _, _, value in history["c"]["writes"]] == [f"write {n}" for n in range(29)]
     assert history["a"] == {"writes": [], "seed": 20}
+
+
+def test_delta_history_walks_past_a_channel_versioned_without_a_value(questlog_saver: QuestlogSaver) -> None:
+    world = World(prefix=uuid.uuid4().hex[:12])
+    savers = [ReferenceSaver(), questlog_saver]
+    for changes in ({"a": "held"}, {"a": ...}, {"b": 1}, {"b": 2}):
+        put(world, savers, 0, "", True, changes, set(), "loop", 0, False)
+        for saver in savers:
+            saver.put_writes(world.config(0, "", world.made[-1]), [("a", f"after {changes}")], "task-1", "")
+    reference, questlog = (saver.get_delta_channel_history(config=world.config(0, ""), channels=["a"]) for saver in savers)
+    assert questlog == reference and reference["a"]["seed"] == "held" and len(reference["a"]["writes"]) == 3
