@@ -3,6 +3,7 @@ page opens a branch LangGraph resumes from."""
 
 import os
 import time
+from collections.abc import Callable
 
 from django.utils import timezone
 
@@ -23,22 +24,35 @@ def time_ordered_id() -> str:
     return f"{text[:8]}-{text[8:12]}-{text[12:16]}-{text[16:20]}-{text[20:]}"
 
 
-def graph_branch(target: Checkpoint, restored: Checkpoint) -> GraphCheckpoint | None:
-    """When a person restores a mission that holds a LangGraph thread, the restore checkpoint is
-    also the thread's newest checkpoint: a copy of the graph's checkpoint at (or just before) the
-    target, as a fork of it, so the graph resumes from there and re-runs what came after. Nothing
-    for a mission without a thread."""
-    source = GraphCheckpoint.objects.filter(checkpoint=target).first() or (
-        GraphCheckpoint.objects.filter(mission_id=target.mission_id, ns="", checkpoint__seq__lte=target.seq)
-        .order_by("-checkpoint__seq")
-        .first()
+def graph_branch(target: Checkpoint, restore_point: Callable[[], Checkpoint]) -> Checkpoint:
+    """A restore to `target`, which `restore_point()` writes a checkpoint of. When the mission holds
+    a LangGraph thread, every namespace of the thread goes back to the target too: each subgraph
+    namespace that went on after it gets a fork of its own checkpoint at that point (on a restore
+    checkpoint of its own), so a subgraph's newest state is never progress the restore abandoned;
+    then the last restore checkpoint, which is the mission's head and the one answered, is also
+    the thread's newest root checkpoint: a fork of the root's checkpoint at (or just before) the
+    target, so the graph resumes from there and re-runs what came after."""
+    at_target = GraphCheckpoint.objects.filter(mission_id=target.mission_id, checkpoint__seq__lte=target.seq)
+    root = at_target.filter(ns="").order_by("-checkpoint__seq").first()
+    if root is None:
+        return restore_point()
+    moved_on = set(
+        GraphCheckpoint.objects.filter(mission_id=target.mission_id, checkpoint__seq__gt=target.seq).exclude(ns="").values_list("ns", flat=True)
     )
-    if source is None:
-        return None
+    for ns in sorted(moved_on):
+        source = at_target.filter(ns=ns).order_by("-checkpoint__seq").first()
+        if source is not None:
+            _fork(source, restore_point())
+    restored = restore_point()
+    _fork(root, restored)
+    return restored
+
+
+def _fork(source: GraphCheckpoint, checkpoint: Checkpoint) -> GraphCheckpoint:
     graph_id = time_ordered_id()
     skeleton = {**source.skeleton, "id": graph_id, "ts": timezone.now().isoformat()}
     metadata = {**source.metadata, "source": "fork", "questlog_restored_from": source.graph_id}
     return GraphCheckpoint.objects.create(
-        checkpoint=restored, mission_id=restored.mission_id, ns=source.ns, graph_id=graph_id, parent_graph_id=source.graph_id,
+        checkpoint=checkpoint, mission_id=checkpoint.mission_id, ns=source.ns, graph_id=graph_id, parent_graph_id=source.graph_id,
         skeleton=skeleton, metadata=metadata, channels=source.channels, run_ref=source.run_ref,
     )

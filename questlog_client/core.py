@@ -15,6 +15,7 @@ Retries: a call is retried only when repeating it cannot do anything twice.
 
 from __future__ import annotations
 
+import asyncio
 import random
 import re
 import time
@@ -72,30 +73,98 @@ class Connection:
 
     def request(self, method: str, path: str, json: dict[str, Any] | None = None, *, idempotent: bool | None = None) -> tuple[int, Any]:
         """One API call; answers (status, decoded JSON) or raises the error's exception class."""
+        for attempt in range(self._tries(method, json, idempotent)):
+            response, failure = sent(self._http.request, method, path, json)
+            if (delay := self._retry_delay(attempt, method, json, idempotent, response)) is None:
+                return answer(method, path, response, failure)
+            time.sleep(delay)
+        raise AssertionError("unreachable: the last try always answers")
+
+    def _tries(self, method: str, json: dict[str, Any] | None, idempotent: bool | None) -> int:
         if idempotent is None:
             idempotent = method in ("GET", "HEAD") or bool(json and json.get("key"))
-        tries = 1 + (self.retries if idempotent else 0)
-        for attempt in range(tries):
-            last_try = attempt + 1 == tries
-            try:
-                response = self._http.request(method, path, json=json if method != "GET" else None)
-            except httpx.TransportError as exc:
-                if last_try:
-                    raise errors.TransportError(f"{method} {path}: {exc!r}") from exc
-                self._sleep_before_retry(attempt)
-                continue
-            if response.status_code >= 500 and not last_try:
-                self._sleep_before_retry(attempt)
-                continue
-            break
-        data = decode(response)
-        if response.status_code >= 400:
-            raise errors.error_for(response.status_code, data)
-        return response.status_code, data
+        return 1 + (self.retries if idempotent else 0)
 
-    def _sleep_before_retry(self, attempt: int) -> None:
+    def _retry_delay(
+        self, attempt: int, method: str, json: dict[str, Any] | None, idempotent: bool | None, response: httpx.Response | None
+    ) -> float | None:
+        """How long to wait before trying again (exponential backoff with jitter), or None when
+        this try's outcome is the answer: a success or client error, or the last try."""
+        if attempt + 1 >= self._tries(method, json, idempotent):
+            return None
+        if response is not None and response.status_code < 500:
+            return None
         delay = min(5.0, self.backoff * 2**attempt)
-        time.sleep(delay * (0.5 + random.random() / 2))
+        return delay * (0.5 + random.random() / 2)
+
+
+class AsyncConnection:
+    """The calls of a `Connection` (its server, token, timeout and retry policy) on an
+    `httpx.AsyncClient`, for the adapters' async methods: the event loop is never blocked and no
+    worker thread is used. A client's connections belong to the event loop that opened them, so
+    each loop gets its own client."""
+
+    def __init__(self, connection: Connection, *, transport: httpx.AsyncBaseTransport | None = None) -> None:
+        self.connection = connection
+        self._transport = transport
+        self._async_http: httpx.AsyncClient | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def _client(self) -> httpx.AsyncClient:
+        loop = asyncio.get_running_loop()
+        if self._async_http is None or self._loop is not loop:
+            # A client of a loop that has ended cannot be closed from this one; its sockets go
+            # with it.
+            http = self.connection._http
+            self._async_http = httpx.AsyncClient(
+                base_url=http.base_url, headers=http.headers, timeout=http.timeout,
+                transport=self._transport or httpx.AsyncHTTPTransport(retries=1),
+            )
+            self._loop = loop
+        return self._async_http
+
+    async def arequest(self, method: str, path: str, json: dict[str, Any] | None = None, *, idempotent: bool | None = None) -> tuple[int, Any]:
+        """`request`, awaited."""
+        policy = self.connection
+        for attempt in range(policy._tries(method, json, idempotent)):
+            response, failure = await asent(self._client().request, method, path, json)
+            if (delay := policy._retry_delay(attempt, method, json, idempotent, response)) is None:
+                return answer(method, path, response, failure)
+            await asyncio.sleep(delay)
+        raise AssertionError("unreachable: the last try always answers")
+
+    async def aclose(self) -> None:
+        if self._async_http is not None and self._loop is asyncio.get_running_loop():
+            await self._async_http.aclose()
+        self._async_http = None
+
+
+Outcome = tuple[httpx.Response | None, httpx.TransportError | None]
+
+
+def sent(send: Any, method: str, path: str, json: dict[str, Any] | None) -> Outcome:
+    """One try: its response, or the transport error that kept it from one."""
+    try:
+        return send(method, path, json=json if method != "GET" else None), None
+    except httpx.TransportError as exc:
+        return None, exc
+
+
+async def asent(send: Any, method: str, path: str, json: dict[str, Any] | None) -> Outcome:
+    try:
+        return await send(method, path, json=json if method != "GET" else None), None
+    except httpx.TransportError as exc:
+        return None, exc
+
+
+def answer(method: str, path: str, response: httpx.Response | None, failure: httpx.TransportError | None) -> tuple[int, Any]:
+    """A try's outcome as the caller gets it: (status, decoded JSON), or the error's exception."""
+    if response is None:
+        raise errors.TransportError(f"{method} {path}: {failure!r}") from failure
+    data = decode(response)
+    if response.status_code >= 400:
+        raise errors.error_for(response.status_code, data)
+    return response.status_code, data
 
 
 def decode(response: httpx.Response) -> Any:

@@ -33,18 +33,18 @@ from django.contrib.auth.hashers import PBKDF2PasswordHasher
 from quests.services.tokens import token_create
 tokens = []
 for n in range(int(sys.argv[1])):
-    user = get_user_model().objects.create_user(f"graph-{n}", password=sys.argv[2])
+    user = get_user_model().objects.create_user(f"{sys.argv[3]}-{n}", password=sys.argv[2])
     tokens.append(token_create(user=user, name="adapters")[1])
 print(json.dumps(tokens))
 """
 
 
-def sqlite_users(tmp_path, count: int) -> list[str]:
-    """Users graph-0… with a token each, in the server's own SQLite database."""
+def sqlite_users(tmp_path, count: int, prefix: str = "graph") -> list[str]:
+    """Users graph-0… (`prefix`-0…) with a token each, in the server's own SQLite database."""
     environment = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "CELERY_BROKER_URL")}
     environment.update(QUESTLOG_DATA_DIR=str(tmp_path / "data"), DJANGO_SETTINGS_MODULE="config.settings")
     code = f"import django; django.setup(); exec({MAKE_USERS!r})"
-    out = subprocess.run([sys.executable, "-c", code, str(count), PASSWORD], cwd=ROOT, env=environment, capture_output=True, text=True, check=True)
+    out = subprocess.run([sys.executable, "-c", code, str(count), PASSWORD, prefix], cwd=ROOT, env=environment, capture_output=True, text=True, check=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 

@@ -257,6 +257,7 @@ EXPECTED: dict[tuple[str, str], dict[str, int]] = {
     ("GET", "/api/v1/langgraph/checkpoints"): own_api(200),  # another caller's own (empty) list
     ("POST", "/api/v1/langgraph/writes"): {**own_api(200), "other_mission_token": 403},
     ("GET", "/api/v1/langgraph/thread"): agent_api(200),
+    ("GET", "/api/v1/langgraph/delta-history"): own_api(200),  # another caller's thread of that id has no history
     ("POST", "/api/v1/langgraph/session"): {**own_api(200), "other_mission_token": 403},
     # Deleting, copying or pruning a thread the caller does not have changes nothing (LangGraph's
     # savers answer so too).
@@ -467,6 +468,7 @@ API_BODIES: dict[tuple[str, str], Body] = {
         "thread_id": ids["thread"], "checkpoint_id": ids["graph_checkpoint"], "task_id": "t1", "writes": [],
     },
     ("GET", "/api/v1/langgraph/thread"): lambda ids: {"thread_id": ids["thread"]},
+    ("GET", "/api/v1/langgraph/delta-history"): lambda ids: {"thread_id": ids["thread"], "channel": "messages"},
     ("POST", "/api/v1/langgraph/session"): lambda ids: {"thread_id": ids["thread"]},
     ("POST", "/api/v1/langgraph/threads/delete"): lambda ids: {"thread_id": ids["thread"]},
     ("POST", "/api/v1/langgraph/delete-for-runs"): lambda ids: {"run_ids": ["lg-run-1"]},

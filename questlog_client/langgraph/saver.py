@@ -7,14 +7,14 @@
 
 Every checkpoint is a Questlog checkpoint of the thread's mission; only the channels LangGraph says
 changed travel (`new_versions`); an `interrupt()` becomes an approval in the person's inbox; a node's
-side effect goes through the operation ledger (`saver.operation`). The async methods run the sync
-ones in a worker thread: the event loop is never blocked, and there is one code path to trust."""
+side effect goes through the operation ledger (`saver.operation`). The async methods make the same
+requests (one code path builds them and reads the answers) on an `httpx.AsyncClient` with the same
+retries: the event loop is never blocked, and no worker thread is used."""
 
 from __future__ import annotations
 
-import asyncio
 import secrets
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from typing import Any
 from urllib.parse import urlencode
 
@@ -26,6 +26,7 @@ from langgraph.checkpoint.base import (
     Checkpoint,
     CheckpointMetadata,
     CheckpointTuple,
+    DeltaChannelHistory,
     get_checkpoint_id,
     get_checkpoint_metadata,
     writes_sort_key,
@@ -34,10 +35,13 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.checkpoint.serde.types import INTERRUPT
 
 from questlog_client import errors
-from questlog_client.core import Connection
+from questlog_client.core import AsyncConnection, Connection
 from questlog_client.langgraph import codec, reviews
 
 PAGE = 100
+CHECKPOINTS = "langgraph/checkpoints"
+WRITES = "langgraph/writes"
+DELTA_HISTORY = "langgraph/delta-history"
 MISSION_KEY = reviews.MISSION_KEY
 
 
@@ -60,6 +64,7 @@ class QuestlogSaver(BaseCheckpointSaver[str], reviews.Reviews):
             raise ValueError("QuestlogSaver needs the server's URL and an agent token, or a connection.")
         self._own_connection = connection is None
         self.connection = connection or Connection(base_url, token, **options)
+        self.async_connection = AsyncConnection(self.connection)
 
     def close(self) -> None:
         if self._own_connection:
@@ -71,54 +76,66 @@ class QuestlogSaver(BaseCheckpointSaver[str], reviews.Reviews):
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    async def __aenter__(self) -> QuestlogSaver:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.async_connection.aclose()
+        self.close()
+
     # --- calls ---------------------------------------------------------------------------------
 
     def _get(self, path: str, **query: Any) -> Any:
-        params = {key: value for key, value in query.items() if value is not None}
-        return self.connection.request("GET", f"{path}?{urlencode(params)}" if params else path)[1]
+        return self.connection.request("GET", _with_query(path, query))[1]
 
+    async def _aget(self, path: str, **query: Any) -> Any:
+        return (await self.async_connection.arequest("GET", _with_query(path, query)))[1]
+
+    # Every write here is idempotent on the server (a checkpoint id saved twice is saved once,
+    # a task's writes are kept per index), so a lost answer may be retried.
     def _post(self, path: str, body: dict[str, Any]) -> Any:
-        # Every write here is idempotent on the server (a checkpoint id saved twice is saved once,
-        # a task's writes are kept per index), so a lost answer may be retried.
         return self.connection.request("POST", path, body, idempotent=True)[1]
+
+    async def _apost(self, path: str, body: dict[str, Any]) -> Any:
+        return (await self.async_connection.arequest("POST", path, body, idempotent=True))[1]
 
     # --- reading -------------------------------------------------------------------------------
 
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        configurable = config["configurable"]
-        items = self._get(
-            "langgraph/checkpoints", thread_id=str(configurable["thread_id"]), checkpoint_ns=configurable.get("checkpoint_ns", ""),
-            checkpoint_id=get_checkpoint_id(config), limit=1,
-        )["items"]
-        return self._tuple(items[0]) if items else None
+        return self._first(self._get(CHECKPOINTS, **_tuple_query(config)))
+
+    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        return self._first(await self._aget(CHECKPOINTS, **_tuple_query(config)))
 
     def list(
-        self,
-        config: RunnableConfig | None,
-        *,
-        filter: dict[str, Any] | None = None,
-        before: RunnableConfig | None = None,
-        limit: int | None = None,
+        self, config: RunnableConfig | None, *, filter: dict[str, Any] | None = None, before: RunnableConfig | None = None, limit: int | None = None
     ) -> Iterator[CheckpointTuple]:
-        configurable = (config or {}).get("configurable", {})
-        query = {
-            "thread_id": str(configurable["thread_id"]) if configurable.get("thread_id") is not None else None,
-            "checkpoint_ns": configurable.get("checkpoint_ns"),
-            "checkpoint_id": configurable.get("checkpoint_id"),
-            "filter": codec.json_text(filter) if filter else None,
-        }
-        cursor = get_checkpoint_id(before) if before else None
-        remaining = limit
-        while remaining is None or remaining > 0:
-            page = min(PAGE, remaining) if remaining is not None else PAGE
-            items = self._get("langgraph/checkpoints", **query, before=cursor, limit=page)["items"]
-            for item in items:
+        pages = _Pages(config, filter, before, limit)
+        while (query := pages.next_query()) is not None:
+            yield from map(self._tuple, pages.took(self._get(CHECKPOINTS, **query)["items"]))
+
+    async def alist(
+        self, config: RunnableConfig | None, *, filter: dict[str, Any] | None = None, before: RunnableConfig | None = None, limit: int | None = None
+    ) -> AsyncIterator[CheckpointTuple]:
+        pages = _Pages(config, filter, before, limit)
+        while (query := pages.next_query()) is not None:
+            for item in pages.took((await self._aget(CHECKPOINTS, **query))["items"]):
                 yield self._tuple(item)
-            if remaining is not None:
-                remaining -= len(items)
-            if len(items) < page:
-                return
-            cursor = items[-1]["checkpoint_id"]
+
+    def get_delta_channel_history(self, *, config: RunnableConfig, channels: Sequence[str]) -> Mapping[str, DeltaChannelHistory]:
+        """One request, whatever the number of ancestors (the base class asks for each in turn)."""
+        if not channels:
+            return {}
+        return self._delta(self._get(DELTA_HISTORY, **_delta_query(config, channels)))
+
+    async def aget_delta_channel_history(self, *, config: RunnableConfig, channels: Sequence[str]) -> Mapping[str, DeltaChannelHistory]:
+        if not channels:
+            return {}
+        return self._delta(await self._aget(DELTA_HISTORY, **_delta_query(config, channels)))
+
+    def _first(self, answer: dict[str, Any]) -> CheckpointTuple | None:
+        items = answer["items"]
+        return self._tuple(items[0]) if items else None
 
     def _tuple(self, item: dict[str, Any]) -> CheckpointTuple:
         thread_id, ns = item["thread_id"], item["checkpoint_ns"]
@@ -136,20 +153,37 @@ class QuestlogSaver(BaseCheckpointSaver[str], reviews.Reviews):
             pending_writes=[(w["task_id"], w["channel"], codec.decode(self.serde, w["value"])) for w in writes],
         )
 
+    def _delta(self, answer: dict[str, Any]) -> dict[str, DeltaChannelHistory]:
+        found: dict[str, DeltaChannelHistory] = {}
+        for name, item in answer["channels"].items():
+            found[name] = {"writes": [(w["task_id"], w["channel"], codec.decode(self.serde, w["value"])) for w in item["writes"]]}
+            if item.get("seed") is not None:
+                found[name]["seed"] = codec.decode(self.serde, item["seed"])
+        return found
+
     # --- writing -------------------------------------------------------------------------------
 
     def put(self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata, new_versions: ChannelVersions) -> RunnableConfig:
+        body = self._checkpoint_body(config, checkpoint, metadata, new_versions)
+        self._post(CHECKPOINTS, body)
+        return _saved(body)
+
+    async def aput(self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata, new_versions: ChannelVersions) -> RunnableConfig:
+        body = self._checkpoint_body(config, checkpoint, metadata, new_versions)
+        await self._apost(CHECKPOINTS, body)
+        return _saved(body)
+
+    def _checkpoint_body(self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata, new_versions: ChannelVersions) -> dict[str, Any]:
         configurable = config["configurable"]
-        thread_id, ns = str(configurable["thread_id"]), configurable.get("checkpoint_ns", "")
         values = checkpoint.get("channel_values") or {}
         skeleton = {key: value for key, value in checkpoint.items() if key != "channel_values"}
         channels = {
             name: {"version": str(version), "value": codec.encode(self.serde, values[name]) if name in values else {"type": codec.EMPTY}}
             for name, version in new_versions.items()
         }
-        body = {
-            "thread_id": thread_id,
-            "checkpoint_ns": ns,
+        return {
+            "thread_id": str(configurable["thread_id"]),
+            "checkpoint_ns": configurable.get("checkpoint_ns", ""),
             "checkpoint": codec.encode_fields(self.serde, skeleton),
             "metadata": codec.encode_fields(self.serde, get_checkpoint_metadata(config, metadata)),
             "parent_checkpoint_id": configurable.get("checkpoint_id"),
@@ -157,43 +191,58 @@ class QuestlogSaver(BaseCheckpointSaver[str], reviews.Reviews):
             "title": codec.first_text(values) if metadata.get("source") == "input" else "",
             "mission_id": configurable.get(MISSION_KEY),
         }
-        self._post("langgraph/checkpoints", body)
-        return {"configurable": {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": checkpoint["id"]}}
 
     def put_writes(self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str = "") -> None:
+        self._post(WRITES, self._writes_body(config, writes, task_id, task_path))
+
+    async def aput_writes(self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str = "") -> None:
+        await self._apost(WRITES, self._writes_body(config, writes, task_id, task_path))
+
+    def _writes_body(self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str) -> dict[str, Any]:
         configurable = config["configurable"]
-        thread_id = str(configurable["thread_id"])
         encoded = [
             {"idx": WRITES_IDX_MAP.get(channel, idx), "channel": channel, "value": codec.encode(self.serde, value)}
             for idx, (channel, value) in enumerate(writes)
         ]
-        interrupts = [asked for channel, value in writes if channel == INTERRUPT for asked in reviews.approvals_asked(value)]
-        body = {
-            "thread_id": thread_id,
+        return {
+            "thread_id": str(configurable["thread_id"]),
             "checkpoint_ns": configurable.get("checkpoint_ns", ""),
             "checkpoint_id": configurable["checkpoint_id"],
             "task_id": task_id,
             "task_path": task_path,
             "writes": encoded,
-            "interrupts": interrupts,
+            "interrupts": [asked for channel, value in writes if channel == INTERRUPT for asked in reviews.approvals_asked(value)],
             "title": codec.first_text([value for channel, value in writes if channel == "__start__"]),
             "mission_id": configurable.get(MISSION_KEY),
         }
-        self._post("langgraph/writes", body)
 
     def delete_thread(self, thread_id: str) -> None:
         self._post("langgraph/threads/delete", {"thread_id": str(thread_id)})
+
+    async def adelete_thread(self, thread_id: str) -> None:
+        await self._apost("langgraph/threads/delete", {"thread_id": str(thread_id)})
 
     def delete_for_runs(self, run_ids: Sequence[str]) -> None:
         if run_ids:
             self._post("langgraph/delete-for-runs", {"run_ids": [str(run_id) for run_id in run_ids]})
 
+    async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
+        if run_ids:
+            await self._apost("langgraph/delete-for-runs", {"run_ids": [str(run_id) for run_id in run_ids]})
+
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         self._post("langgraph/copy", {"source_thread_id": str(source_thread_id), "target_thread_id": str(target_thread_id)})
+
+    async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        await self._apost("langgraph/copy", {"source_thread_id": str(source_thread_id), "target_thread_id": str(target_thread_id)})
 
     def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
         if thread_ids:
             self._post("langgraph/prune", {"thread_ids": [str(t) for t in thread_ids], "strategy": strategy})
+
+    async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        if thread_ids:
+            await self._apost("langgraph/prune", {"thread_ids": [str(t) for t in thread_ids], "strategy": strategy})
 
     def get_next_version(self, current: str | int | float | None, channel: None = None) -> str:
         """Versions that sort as text and as numbers: a zero-padded counter, then a random part so
@@ -201,41 +250,62 @@ class QuestlogSaver(BaseCheckpointSaver[str], reviews.Reviews):
         number = 0 if current is None else int(str(current).split(".")[0])
         return f"{number + 1:032d}.{secrets.randbelow(10**16):016d}"
 
-    # --- async: the same calls, off the event loop ---------------------------------------------
 
-    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        return await asyncio.to_thread(self.get_tuple, config)
+def _with_query(path: str, query: dict[str, Any]) -> str:
+    params = {key: value for key, value in query.items() if value is not None}
+    return f"{path}?{urlencode(params, doseq=True)}" if params else path
 
-    async def alist(
-        self,
-        config: RunnableConfig | None,
-        *,
-        filter: dict[str, Any] | None = None,
-        before: RunnableConfig | None = None,
-        limit: int | None = None,
-    ) -> AsyncIterator[CheckpointTuple]:
-        pages = self.list(config, filter=filter, before=before, limit=limit)
-        done = object()
-        while (item := await asyncio.to_thread(next, pages, done)) is not done:
-            yield item
 
-    async def aput(self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata, new_versions: ChannelVersions) -> RunnableConfig:
-        return await asyncio.to_thread(self.put, config, checkpoint, metadata, new_versions)
+def _tuple_query(config: RunnableConfig) -> dict[str, Any]:
+    configurable = config["configurable"]
+    return {
+        "thread_id": str(configurable["thread_id"]), "checkpoint_ns": configurable.get("checkpoint_ns", ""),
+        "checkpoint_id": get_checkpoint_id(config), "limit": 1,
+    }
 
-    async def aput_writes(self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str = "") -> None:
-        await asyncio.to_thread(self.put_writes, config, writes, task_id, task_path)
 
-    async def adelete_thread(self, thread_id: str) -> None:
-        await asyncio.to_thread(self.delete_thread, thread_id)
+def _delta_query(config: RunnableConfig, channels: Sequence[str]) -> dict[str, Any]:
+    configurable = config["configurable"]
+    return {
+        "thread_id": str(configurable["thread_id"]), "checkpoint_ns": configurable.get("checkpoint_ns", ""),
+        "checkpoint_id": get_checkpoint_id(config), "channel": list(channels),
+    }
 
-    async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
-        await asyncio.to_thread(self.delete_for_runs, run_ids)
 
-    async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
-        await asyncio.to_thread(self.copy_thread, source_thread_id, target_thread_id)
+def _saved(body: dict[str, Any]) -> RunnableConfig:
+    return {"configurable": {"thread_id": body["thread_id"], "checkpoint_ns": body["checkpoint_ns"], "checkpoint_id": body["checkpoint"]["id"]}}
 
-    async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
-        await asyncio.to_thread(self.prune, thread_ids, strategy=strategy)
+
+class _Pages:
+    """The requests of one `list`: pages of at most PAGE tuples, newest first, each one starting
+    after the oldest of the page before, until `limit` or a short page."""
+
+    def __init__(self, config: RunnableConfig | None, filter: dict[str, Any] | None, before: RunnableConfig | None, limit: int | None) -> None:
+        configurable = (config or {}).get("configurable", {})
+        self.query = {
+            "thread_id": str(configurable["thread_id"]) if configurable.get("thread_id") is not None else None,
+            "checkpoint_ns": configurable.get("checkpoint_ns"),
+            "checkpoint_id": configurable.get("checkpoint_id"),
+            "filter": codec.json_text(filter) if filter else None,
+        }
+        self.cursor = get_checkpoint_id(before) if before else None
+        self.remaining = limit
+        self.done = False
+        self.page = PAGE
+
+    def next_query(self) -> dict[str, Any] | None:
+        if self.done or (self.remaining is not None and self.remaining <= 0):
+            return None
+        self.page = min(PAGE, self.remaining) if self.remaining is not None else PAGE
+        return {**self.query, "before": self.cursor, "limit": self.page}
+
+    def took(self, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        if self.remaining is not None:
+            self.remaining -= len(items)
+        self.done = len(items) < self.page
+        if items:
+            self.cursor = items[-1]["checkpoint_id"]
+        return items
 
 
 __all__ = ["QuestlogSaver", "errors"]

@@ -162,6 +162,31 @@ class GraphListQuery(Schema):
     limit: Annotated[int, Field(ge=1, le=graph.LIST_LIMIT)] = graph.LIST_LIMIT
 
 
+class DeltaHistoryQuery(Schema):
+    thread_id: ThreadId
+    checkpoint_ns: Namespace = ""
+    # None: the namespace's newest checkpoint.
+    checkpoint_id: GraphId | None = None
+    # Repeated: ?channel=messages&channel=log
+    channel: list[_string(500)] = Field(min_length=1, max_length=100)
+
+
+class DeltaWriteOut(Schema):
+    task_id: str
+    channel: str
+    value: Any
+
+
+class DeltaChannelOut(Schema):
+    writes: list[DeltaWriteOut]
+    # The value the nearest ancestor holding one had, encoded; absent when none did.
+    seed: dict[str, Any] | None = None
+
+
+class DeltaHistoryOut(Schema):
+    channels: dict[str, DeltaChannelOut]
+
+
 class ThreadIn(In):
     thread_id: ThreadId
 
@@ -255,6 +280,14 @@ def list_checkpoints(request: HttpRequest, query: Query[GraphListQuery]):
         before=query.before, metadata=_metadata_filter(query.filter), limit=query.limit,
     )
     return {"items": items}
+
+
+@router.get("/langgraph/delta-history", response=answers(DeltaHistoryOut, *READ, 422))
+def delta_history(request: HttpRequest, query: Query[DeltaHistoryQuery]):
+    channels = graph.graph_delta_history(
+        actor=actor(request), thread_id=query.thread_id, ns=query.checkpoint_ns, graph_id=query.checkpoint_id, channels=query.channel,
+    )
+    return {"channels": channels}
 
 
 @router.get("/langgraph/thread", response=answers(ThreadOut, *READ, 404, 410, 422))

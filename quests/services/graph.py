@@ -50,6 +50,15 @@ def thread_missions(actor: Actor) -> QuerySet[Mission]:
     return visible(actor, Mission).filter(graph_thread__isnull=False, graph_thread__deleted_at__isnull=True)
 
 
+def thread_mission_id(actor: Actor, thread_id: str) -> Subquery:
+    """The live thread's mission by the (owner, thread id) index, as a value the checkpoints'
+    index is then walked with."""
+    holder = GraphThread.objects.filter(
+        owner_id=actor.user.pk if actor.user else None, thread_id=thread_id, deleted_at__isnull=True, mission__in=visible(actor, Mission),
+    )
+    return Subquery(holder.values("mission_id")[:1])
+
+
 def lock_thread(actor: Actor, thread_id: str, *, title: str = "", create: bool = True, mission_id: int | None = None) -> Mission | None:
     """The mission holding `thread_id`, its row locked (one statement, with its session run and the
     blob writers' lock); created on first use when `create`, or held by the caller's existing
@@ -241,8 +250,8 @@ def graph_put_writes(
     """Keep a task's writes on a checkpoint (which may not have arrived yet: LangGraph saves
     checkpoints in the background). Ordinary writes are idempotent per task and index
     (a retried task keeps its first writes); special channels (negative indexes: an error, an
-    interrupt) are replaced. `interrupts` become approvals (once per interrupt id), and the
-    session run ends waiting for them. `title` titles a mission still named after its thread."""
+    interrupt) are replaced, the last one of a batch winning. `interrupts` become approvals (once
+    per interrupt id), and the session run ends waiting for them. `title` titles a mission still named after its thread."""
     with transaction.atomic():
         mission = lock_thread(actor, thread_id, title=title, mission_id=mission_id)
         run = session_run(actor, mission)
@@ -253,7 +262,10 @@ def graph_put_writes(
             )
             for item in writes
         ]
-        special = [row for row in rows if row.idx < 0]
+        # One batch may hold a special channel several times at one index (a node that called
+        # interrupt() three times sends three `__resume__` writes at -4): the last one counts, as
+        # in LangGraph's own savers, and PostgreSQL's upsert refuses to touch one row twice.
+        special = list({row.idx: row for row in rows if row.idx < 0}.values())
         ordinary = [row for row in rows if row.idx >= 0]
         if special:
             GraphWrite.objects.bulk_create(
@@ -303,13 +315,7 @@ def graph_checkpoints(
     """LangGraph's checkpoint tuples, newest first: each with its channel values and pending
     writes, in three queries whatever the number (checkpoints, writes, blobs)."""
     if thread_id is not None:
-        # The thread's mission by the (owner, thread id) index, as a value the checkpoints' index
-        # is then walked with.
-        holder = GraphThread.objects.filter(
-            owner_id=actor.user.pk if actor.user else None, thread_id=thread_id, deleted_at__isnull=True,
-            mission__in=visible(actor, Mission),
-        )
-        rows = GraphCheckpoint.objects.filter(mission_id=Subquery(holder.values("mission_id")[:1]))
+        rows = GraphCheckpoint.objects.filter(mission_id=thread_mission_id(actor, thread_id))
     else:
         rows = GraphCheckpoint.objects.filter(mission__in=thread_missions(actor)).select_related("mission__graph_thread")
     if ns is not None:
@@ -328,6 +334,67 @@ def graph_checkpoints(
     writes = writes_of(found)
     contents = blobs_get([item[1] for row in found for item in row.channels.values()])
     return [_tuple(row, writes.get(_key(row), []), contents, thread_id=thread_id) for row in found]
+
+
+# A channel LangGraph versioned without a value is stored as one of these blobs (the API's schema
+# fills in `data`): it seeds nothing.
+EMPTY_SHAS = frozenset({encoded({"type": "empty"})[0], encoded({"type": "empty", "data": None})[0]})
+# How many of a namespace's checkpoints one query reads while walking a parent chain.
+ANCESTORS_WINDOW = 100
+
+
+def graph_delta_history(*, actor: Actor, thread_id: str, ns: str, graph_id: str | None, channels: list[str]) -> dict[str, dict[str, Any]]:
+    """What LangGraph's `get_delta_channel_history` asks, in a few queries instead of a request
+    per ancestor: walking the parent chain of the checkpoint (the newest without `graph_id`), each
+    channel's writes stored on its ancestors, oldest first, back to the nearest ancestor that holds
+    a value for it, which is its `seed` (that ancestor's own writes count: they made its child).
+    A channel that no ancestor holds has no seed."""
+    rows = GraphCheckpoint.objects.filter(mission_id=thread_mission_id(actor, thread_id), ns=ns).order_by("-graph_id")
+    target = (rows.filter(graph_id=graph_id) if graph_id is not None else rows).values_list("mission_id", "parent_graph_id").first()
+    found: dict[str, dict[str, Any]] = {name: {"writes": []} for name in channels}
+    if target is None:
+        return found
+    mission_id, cursor = target
+    chain, seeds = _ancestors(rows, cursor, set(channels))
+    writes: dict[str, list[GraphWrite]] = {}
+    for write in GraphWrite.objects.filter(mission_id=mission_id, ns=ns, graph_id__in=[graph for graph, _ in chain], channel__in=channels):
+        writes.setdefault(write.graph_id, []).append(write)
+    # Oldest first; within a checkpoint in LangGraph's order, compared as Python compares text.
+    for graph, wanted in reversed(chain):
+        for write in sorted(writes.get(graph, []), key=lambda w: (w.task_path, w.task_id, w.idx)):
+            if write.channel in wanted:
+                found[write.channel]["writes"].append({"task_id": write.task_id, "channel": write.channel, "value": write.value})
+    contents = blobs_get(list(seeds.values()))
+    for name, sha in seeds.items():
+        if sha in contents:
+            found[name]["seed"] = json.loads(contents[sha])
+    return found
+
+
+def _ancestors(rows: QuerySet[GraphCheckpoint], cursor: str, remaining: set[str]) -> tuple[list[tuple[str, set[str]]], dict[str, str]]:
+    """The ancestors from `cursor` up, each with the channels still walked there, until every
+    channel found its seed (the blob it had there) or the chain ends. Ids grow with time, so one
+    query reads the next window of older checkpoints, where the parents are."""
+    window: dict[str, tuple[str, dict[str, Any]]] = {}
+    chain: list[tuple[str, set[str]]] = []
+    seeds: dict[str, str] = {}
+    walked: set[str] = set()
+    # A client may name any id as a parent, its own included: a chain that comes back on itself ends.
+    while cursor and remaining and cursor not in walked:
+        walked.add(cursor)
+        if cursor not in window:
+            older = rows.filter(graph_id__lte=cursor).values_list("graph_id", "parent_graph_id", "channels")[:ANCESTORS_WINDOW]
+            window.update((graph, (parent, held)) for graph, parent, held in older)
+            if cursor not in window:
+                break
+        parent, held = window[cursor]
+        chain.append((cursor, set(remaining)))
+        for name in list(remaining):
+            if name in held and held[name][1] not in EMPTY_SHAS:
+                seeds[name] = held[name][1]
+                remaining.discard(name)
+        cursor = parent
+    return chain, seeds
 
 
 def _key(row: GraphCheckpoint | GraphWrite) -> tuple[int, str, str]:

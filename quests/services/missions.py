@@ -1,5 +1,7 @@
 """Missions, constraints and the people-only mission controls (pause, unpause, cancel, restore)."""
 
+from functools import partial
+
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
@@ -212,8 +214,9 @@ def mission_restore(*, actor: Actor, mission_id: int, checkpoint_id: int) -> tup
         pending.pending_end(mission, actor=actor, because=pending.RESTORED)
         machine.transition(mission, event="restore", to=MissionStatus.READY, actor=actor)
         mission.head_checkpoint = target
-        checkpoint = take_checkpoint(mission, trigger="restore", agent_state=checkpoint_agent_state(target), note=f"Restored from #{target.seq}")
-        graph_branch(target, checkpoint)
+        restore_point = partial(take_checkpoint, mission, trigger="restore", agent_state=checkpoint_agent_state(target), note=f"Restored from #{target.seq}")
+        # A LangGraph thread's namespaces each go back too (a subgraph's on a restore checkpoint of its own).
+        checkpoint = graph_branch(target, restore_point)
         audit(
             actor=actor, mission=mission, entity="checkpoint", entity_id=checkpoint.pk, action="restore",
             from_state=str(target.seq), to_state=str(checkpoint.seq), abandoned_records=len(abandoned_ids),

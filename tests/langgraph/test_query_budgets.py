@@ -1,11 +1,12 @@
 """Query budgets of the LangGraph endpoints, through the API with token auth: a save and a read
 cost the same at 10 and at 300 checkpoints of history (the token check counts; BEGIN and COMMIT
-do not)."""
+do not), and a delta history walks 300 ancestors in a query per hundred."""
 
 import uuid
 
 import pytest
 
+from quests.services.graph import ANCESTORS_WINDOW
 from tests.test_query_budgets import django_assert_max_num_queries  # noqa: F401  (the fixture)
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -55,3 +56,23 @@ def test_the_latest_checkpoint_within_its_budget(agent, thread, django_assert_ma
         response = agent.get(f"langgraph/checkpoints?thread_id={thread_id}&checkpoint_ns=&limit=1")
     item = response.json()["items"][0]
     assert item["checkpoint_id"] == parent and len(item["channel_values"]) == 20
+
+
+def test_delta_history_walks_the_whole_chain_with_a_query_per_hundred_ancestors(agent, thread, django_assert_max_num_queries):  # noqa: F811
+    thread_id, _, steps = thread
+    # The token, the target, a window of ancestors per hundred, their writes, the seeds' blobs.
+    with django_assert_max_num_queries(5 + steps // ANCESTORS_WINDOW):
+        response = agent.get(f"langgraph/delta-history?thread_id={thread_id}&channel=k00&channel=never-stored")
+    channels = response.json()["channels"]
+    assert channels["never-stored"] == {"writes": [], "seed": None}  # walked to the root
+    assert channels["k00"]["seed"] == {"type": "json", "data": {"step": steps - 2}}  # the parent's own value
+
+
+def test_delta_history_ends_a_chain_that_comes_back_on_itself(agent):
+    # A client may name any id as a parent, the checkpoint's own included.
+    response = agent.post("langgraph/checkpoints", {
+        "thread_id": "loop", "checkpoint": {"v": 4, "id": "same", "channel_versions": {}}, "parent_checkpoint_id": "same",
+    })
+    assert response.status_code == 201, response.content
+    answer = agent.get("langgraph/delta-history?thread_id=loop&checkpoint_id=same&channel=log")
+    assert answer.status_code == 200 and answer.json()["channels"]["log"] == {"writes": [], "seed": None}

@@ -266,3 +266,45 @@ def test_a_copied_thread_keeps_the_completed_side_effects_so_its_resume_repeats_
         service.effect("email.send", "team@example.com", request)
     )
     assert again.replayed and sum(service.effects().values()) == 1
+
+
+def test_a_restore_to_a_subgraphs_checkpoint_takes_the_root_and_the_subgraph_back_there(saver, person):
+    def child_asks(state: State) -> State:
+        return {"answer": interrupt("May I book the lodge?")}
+
+    child = StateGraph(State)
+    child.add_node("prepare", lambda state: {"plan": f"{state['plan']}, prepared"})
+    child.add_node("ask", child_asks)
+    child.add_edge(START, "prepare")
+    child.add_edge("prepare", "ask")
+    child.add_edge("ask", END)
+    builder = StateGraph(State)
+    builder.add_node("plan", plan)
+    builder.add_node("child", child.compile())
+    builder.add_edge(START, "plan")
+    builder.add_edge("plan", "child")
+    builder.add_edge("child", END)
+    graph = builder.compile(checkpointer=saver)
+    assert "__interrupt__" in graph.invoke({"request": "Plan the offsite"}, config())
+    mission_id = saver.mission_id(config())
+    person.decide_approval(Approval.objects.get().pk, "approve")
+    graph.invoke(saver.resume_command(config()), config())
+    prepared = GraphCheckpoint.objects.exclude(ns="").get(mission_id=mission_id, metadata__step=1)  # the child after `prepare`
+    root_before_child = GraphCheckpoint.objects.get(mission_id=mission_id, ns="", metadata__source="loop", metadata__step=1)
+    person.pause(mission_id)
+    person.restore(mission_id, prepared.checkpoint_id)
+
+    # The subgraph's newest state is the restored point, not the answer given after it…
+    child_now = saver.get_tuple({"configurable": {"thread_id": "offsite-42", "checkpoint_ns": prepared.ns}})
+    assert child_now.metadata["questlog_restored_from"] == prepared.graph_id
+    assert child_now.checkpoint["channel_values"]["plan"] == "Plan for Plan the offsite, prepared"
+    assert "answer" not in child_now.checkpoint["channel_values"]
+    # …and the root's newest is a fork of where the child was running (not the finished graph),
+    # on the restore checkpoint that is the mission's head.
+    root_now = saver.get_tuple(config())
+    assert root_now.metadata["source"] == "fork" and root_now.metadata["questlog_restored_from"] == root_before_child.graph_id
+    head = Mission.objects.get(pk=mission_id).head_checkpoint
+    assert head.trigger == "restore" and GraphCheckpoint.objects.get(checkpoint=head).graph_id == root_now.checkpoint["id"]
+    # The graph goes on from there: the child runs again and asks again.
+    assert "__interrupt__" in graph.invoke(None, config())
+    assert Approval.objects.filter(mission_id=mission_id, status="pending").count() == 1
