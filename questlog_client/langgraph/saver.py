@@ -167,7 +167,10 @@ class QuestlogSaver(BaseCheckpointSaver[str], reviews.Reviews):
             {"idx": WRITES_IDX_MAP.get(channel, idx), "channel": channel, "value": codec.encode(self.serde, value)}
             for idx, (channel, value) in enumerate(writes)
         ]
-        interrupts = [asked for channel, value in writes if channel == INTERRUPT for asked in reviews.approvals_asked(value)]
+        interrupts = [
+            {**asked, **reviews.asked_where(task_path, writes)}
+            for channel, value in writes if channel == INTERRUPT for asked in reviews.approvals_asked(value)
+        ]
         body = {
             "thread_id": thread_id,
             "checkpoint_ns": configurable.get("checkpoint_ns", ""),

@@ -230,7 +230,9 @@ def graph_put_writes(
             )
             for item in writes
         ]
-        special = [row for row in rows if row.idx < 0]
+        # A node that calls interrupt() more than once writes `__resume__` once per answer, all at
+        # the same index: the batch keeps the last (the longest list of answers), as LangGraph does.
+        special = list({row.idx: row for row in rows if row.idx < 0}.values())
         ordinary = [row for row in rows if row.idx >= 0]
         if special:
             GraphWrite.objects.bulk_create(
@@ -253,7 +255,10 @@ def graph_put_writes(
 def _interrupted(actor: Actor, mission: Mission, run: Run | None, interrupts: list[dict[str, Any]]) -> list[Any]:
     asked = set(mission.approvals.filter(agent_ref__in=[item["id"] for item in interrupts]).values_list("agent_ref", flat=True))
     items = [
-        {"action": item["action"], "payload": item["payload"], "reason": item["reason"], "agent_ref": item["id"]}
+        {
+            "action": item["action"], "payload": item["payload"], "reason": item["reason"], "agent_ref": item["id"],
+            "node": item.get("node") or "", "question": item.get("question"),
+        }
         for item in interrupts
         if item["id"] not in asked
     ]
