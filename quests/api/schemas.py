@@ -215,6 +215,8 @@ class DecisionIn(In):
     decision: Literal["approve", "reject", "edit"]
     payload: JsonObject | None = None
     note: text(blank=True) = ""
+    # Stand for every request of this action in the mission, until revoked (approve or reject only).
+    always: bool = False
 
 
 class ReviewIn(In):
