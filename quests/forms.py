@@ -13,6 +13,8 @@ class DecisionForm(forms.Form):
     decision = forms.ChoiceField(choices=[("approve", "Approve"), ("reject", "Reject"), ("edit", "Edit and approve")])
     note = forms.CharField(required=False, max_length=5000)
     payload = forms.CharField(required=False, max_length=1_000_000)
+    # The decision stands for every later call of this tool in this quest (until revoked).
+    always = forms.BooleanField(required=False)
 
     def clean(self) -> dict[str, Any]:
         data = super().clean()

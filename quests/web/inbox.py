@@ -15,7 +15,7 @@ from quests import selectors
 from quests.context_processors import inbox_badge
 from quests.forms import DecisionForm, ReviewForm
 from quests.models import Approval, Milestone
-from quests.services import approvals
+from quests.services import approvals, standing
 from quests.web.pages import Problem, act, actor, get_or_404, mission_url, page, render_page
 
 TEMPLATE = "quests/inbox.html"
@@ -65,7 +65,8 @@ def approval_decide(request: HttpRequest, pk: int) -> HttpResponse:
     def do() -> None:
         data = form.cleaned_data
         approvals.approval_decide(
-            actor=actor(request), approval_id=pk, decision=data["decision"], payload=data.get("payload_json"), note=data["note"]
+            actor=actor(request), approval_id=pk, decision=data["decision"], payload=data.get("payload_json"), note=data["note"],
+            always=data["always"],
         )
 
     return act(request, origin=mission_url(approval.mission_id), target=("approval", pk), form=form, do=do)
@@ -82,3 +83,12 @@ def milestone_review(request: HttpRequest, pk: int) -> HttpResponse:
         approvals.milestone_review(actor=actor(request), milestone_id=pk, action=data["action"], note=data["note"])
 
     return act(request, origin=mission_url(milestone.mission_id), target=("milestone", pk), form=form, do=do)
+
+
+@login_required
+@require_POST
+def standing_decision_revoke(request: HttpRequest, pk: int, sid: int) -> HttpResponse:
+    return act(
+        request, origin=mission_url(pk), target=("standingdecision", sid),
+        do=lambda: standing.standing_decision_revoke(actor=actor(request), mission_id=pk, standing_id=sid),
+    )
