@@ -69,3 +69,19 @@ def test_the_sdk_scenario_behaves_as_in_memory(live_server, token, person, tmp_p
     expected = asyncio.run(in_memory(scenario, tmp_path / "in-memory.jsonl"))
     actual = through_the_store(live_server.url, token, person, scenario, tmp_path / "store.jsonl", fresh=where == "fresh process")
     assert actual == expected
+
+
+def test_a_revoked_always_is_forgotten_and_every_later_call_is_asked_again(live_server, token, person, tmp_path):
+    scenario = SCENARIOS["always_approve"]
+    log = tmp_path / "store.jsonl"
+    first = fresh_round(live_server.url, token, scenario, log, None)
+    [approval] = [a for a in person.resume(first["mission_id"]).approvals if a.status == "pending"]
+    person.decide_approval(approval.id, "approve", always=True)
+    [standing] = person.resume(first["mission_id"]).standing_decisions
+    person.revoke_standing_decision(first["mission_id"], standing.id)
+
+    # The first call runs (it was approved); the SDK's "always" is dropped, so the next call asks.
+    second = fresh_round(live_server.url, token, scenario, log, first["mission_id"])
+    assert second["waiting"] and [e["arguments"]["target"] for e in executions(log)] == ["team"]
+    pending = [a for a in person.resume(first["mission_id"]).approvals if a.status == "pending"]
+    assert [(a.action, a.payload) for a in pending] == [("send_email", {"target": "boss"})]
