@@ -13,6 +13,16 @@ from tests.langgraph.test_saver import config, stopped_at_interrupt
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 
+def approve_on_the_mission_page(page, open_page, mission_id: int, action: str, shown: str) -> None:
+    """The mission waits; its card for `action` shows `shown`; approving it makes the mission ready."""
+    open_page(f"/missions/{mission_id}/")
+    expect(page.locator("#mission-status")).to_have_text("Waiting for approval")
+    card = page.get_by_role("article", name=action)
+    expect(card).to_contain_text(shown)
+    card.get_by_role("button", name="Approve", exact=True).click()
+    expect(page.locator("#mission-status")).to_have_text("Ready")
+
+
 def test_a_person_approves_a_graphs_interrupt_in_the_browser_and_the_graph_finishes(page, open_page, login, live_server, alice):
     with QuestlogSaver(live_server.url, token_create(user=alice, name="graph")[1], backoff=0.01) as saver:
         graph = stopped_at_interrupt(saver)
@@ -20,12 +30,7 @@ def test_a_person_approves_a_graphs_interrupt_in_the_browser_and_the_graph_finis
         login(alice)
         open_page("/approvals/")
         expect(page.get_by_role("article", name="send the invitations")).to_contain_text("Emails cannot be unsent.")
-        open_page(f"/missions/{mission_id}/")
-        expect(page.locator("#mission-status")).to_have_text("Waiting for approval")
-        card = page.get_by_role("article", name="send the invitations")
-        expect(card).to_contain_text("team@example.com")
-        card.get_by_role("button", name="Approve", exact=True).click()
-        expect(page.locator("#mission-status")).to_have_text("Ready")
+        approve_on_the_mission_page(page, open_page, mission_id, "send the invitations", "team@example.com")
 
         command = saver.resume_command(config())
         assert command.resume["decision"] == "approved"
@@ -59,12 +64,9 @@ def test_a_person_answers_a_nodes_questions_one_after_another_in_the_browser(pag
         graph.invoke(command, config())
 
         # The node's second question: the mission page says which question the graph waits on.
-        open_page(f"/missions/{mission_id}/")
-        expect(page.locator("#mission-status")).to_have_text("Waiting for approval")
-        card = page.get_by_role("article", name="send the invitations")
-        expect(card).to_contain_text("The graph waits on question 2 of its node book_and_invite; the earlier ones are decided.")
-        card.get_by_role("button", name="Approve", exact=True).click()
-        expect(page.locator("#mission-status")).to_have_text("Ready")
+        approve_on_the_mission_page(
+            page, open_page, mission_id, "send the invitations", "The graph waits on question 2 of its node book_and_invite; the earlier ones are decided.",
+        )
 
         result = graph.invoke(saver.resume_command(config()), config())
         assert (result["venue"]["decision"], result["catering"]["decision"], result["invite"]["decision"]) == ("approved", "rejected", "approved")
