@@ -12,7 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from checkpoints.models import Operation
 from questlog_client.openai_agents import RunStateStore
+from questlog_client.openai_agents.tools import APPROVED
 from questlog_client.people import PersonSession
 from tests.openai_agents_scenarios import SCENARIOS, Scenario, executions, in_memory, store_round
 from tests.test_openai_agents import alice_in_browser as person, token  # noqa: F401 (fixtures)
@@ -85,3 +87,14 @@ def test_a_revoked_always_is_forgotten_and_every_later_call_is_asked_again(live_
     assert second["waiting"] and [e["arguments"]["target"] for e in executions(log)] == ["team"]
     pending = [a for a in person.resume(first["mission_id"]).approvals if a.status == "pending"]
     assert [(a.action, a.payload) for a in pending] == [("send_email", {"target": "boss"})]
+
+
+def test_an_agent_tool_is_no_ledger_entry_and_its_agents_tool_runs_once_through_the_ledger(live_server, token, person, tmp_path):
+    scenario = SCENARIOS["agent_tool_needs_approval_and_nested"]
+    outcome = through_the_store(live_server.url, token, person, scenario, tmp_path / "store.jsonl", fresh=False)
+    assert outcome["decisions"] == 2 and len(outcome["executions"]) == 1
+    ledger = Operation.objects.get()
+    assert (ledger.key, ledger.target, ledger.status, ledger.receipt) == (
+        "openai-agents:inner_1", "send_email", "completed", {"output": "send_email done for team"},
+    )
+    assert APPROVED == {}  # nothing of a finished call stays behind in the long-lived process

@@ -18,7 +18,7 @@ from questlog_client import errors, models
 from questlog_client.client import Questlog
 from questlog_client.missions import Mission
 from questlog_client.openai_agents import envelope as saved_state
-from questlog_client.openai_agents.tools import APPROVED, ApprovedCall, Reconcile, guard_tools
+from questlog_client.openai_agents.tools import APPROVED, ApprovedCall, Reconcile, guard_tools, runs_through_ledger
 from questlog_client.runs import Run
 
 # A mission in one of these waits for a person (or is over): loading it must not start anything.
@@ -209,7 +209,8 @@ class RunStateStore:
             edited = dict(approval.decided_payload or {}) if approval.status == "edited" else None
             occurrence = approval.id if saved.earlier.get(item.call_id) else None
             tool = item.name or ""
-            APPROVED[item.call_id] = ApprovedCall(run, item.call_id, tool, edited, self.reconcile.get(tool), occurrence)
+            if runs_through_ledger(item.agent, tool):
+                APPROVED[item.call_id] = ApprovedCall(run, item.call_id, tool, edited, self.reconcile.get(tool), occurrence)
             state.approve(item, always_approve=always)
         elif approval.status == "rejected":
             # No note: the SDK's own answer (the run's tool_error_formatter, else its default).

@@ -104,6 +104,14 @@ def guard_tools(agent: Agent[Any]) -> None:
                 tool.on_invoke_tool = LedgerInvoke(tool.name, tool.on_invoke_tool)
 
 
+def runs_through_ledger(agent: Agent[Any], tool_name: str) -> bool:
+    """Whether `agent`'s tool `tool_name` is one `guard_tools` wrapped: only such a call may be
+    registered in APPROVED, whose entry the wrapper removes when the call ends."""
+    return any(
+        isinstance(tool, FunctionTool) and tool.name == tool_name and isinstance(tool.on_invoke_tool, LedgerInvoke) for tool in agent.tools
+    )
+
+
 def _reconcile_hook(approved: ApprovedCall) -> Callable[[models.Operation], models.Outcome | None] | None:
     if approved.reconcile is None:
         return None  # the client then refuses to repeat an unconfirmed attempt (ReconcileNeeded)
