@@ -156,6 +156,10 @@ class Approval:
     checkpoint_id: int | None = None
     expires_at: datetime | None = None
     agent_ref: str = ""
+    # Decided for every request of this action in the mission: a person's standing decision.
+    always: bool = False
+    node: str = ""
+    question: int | None = None
     raw: dict[str, Any] = field(default_factory=dict, repr=False)
 
     @classmethod
@@ -166,6 +170,27 @@ class Approval:
     def granted(self) -> bool:
         """Approved as asked, or approved with a person's edits (`decided_payload` holds them)."""
         return self.status in ("approved", "edited")
+
+
+@dataclass
+class StandingDecision:
+    """A person's decision ("approve" or "reject") for every request of `action` in a mission."""
+
+    id: int
+    action: str = ""
+    decision: str = ""
+    note: str = ""
+    created_at: datetime | None = None
+    revoked_at: datetime | None = None
+    raw: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> StandingDecision:
+        return _build(cls, data)
+
+    @property
+    def active(self) -> bool:
+        return self.revoked_at is None
 
 
 @dataclass
@@ -275,6 +300,7 @@ class Bundle:
     approvals: list[Approval] = field(default_factory=list)
     operations: BundleOperations = field(default_factory=BundleOperations)
     memory: list[MemoryItem] = field(default_factory=list)
+    standing_decisions: list[StandingDecision] = field(default_factory=list)
     raw: dict[str, Any] = field(default_factory=dict, repr=False)
 
     @classmethod
@@ -300,6 +326,7 @@ class Bundle:
                 for group in ("completed", "to_reconcile", "planned", "failed")
             }),
             memory=[MemoryItem.from_dict(m) for m in data.get("memory", [])],
+            standing_decisions=[StandingDecision.from_dict(d) for d in data.get("standing_decisions", [])],
             raw=data,
         )
 

@@ -60,8 +60,15 @@ class PersonSession:
     def review_milestone(self, milestone_id: int, action: str, note: str = "") -> dict[str, Any]:
         return self.call("POST", f"milestones/{milestone_id}/review", {"action": action, "note": note})
 
-    def decide_approval(self, approval_id: int, decision: str, *, payload: dict[str, Any] | None = None, note: str = "") -> dict[str, Any]:
-        return self.call("POST", f"approvals/{approval_id}/decision", {"decision": decision, "payload": payload, "note": note})
+    def decide_approval(
+        self, approval_id: int, decision: str, *, payload: dict[str, Any] | None = None, note: str = "", always: bool = False
+    ) -> dict[str, Any]:
+        """`always`: the decision stands for every request of this action in the mission."""
+        body = {"decision": decision, "payload": payload, "note": note, "always": always}
+        return self.call("POST", f"approvals/{approval_id}/decision", body)
+
+    def revoke_standing_decision(self, mission_id: int, standing_id: int) -> dict[str, Any]:
+        return self.call("POST", f"missions/{mission_id}/standing-decisions/{standing_id}/revoke")
 
     def add_constraint(self, mission_id: int, text: str, *, key: str | None = None) -> dict[str, Any]:
         return self.call("POST", f"missions/{mission_id}/constraints", {"text": text, "key": key})

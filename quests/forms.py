@@ -31,6 +31,8 @@ class DecisionForm(forms.Form):
     decision = forms.ChoiceField(choices=[("approve", "Approve"), ("reject", "Reject"), ("edit", "Edit and approve")])
     note = limited_text(limits.DECISION_NOTE, "A note", required=False)
     payload = forms.CharField(required=False, max_length=1_000_000)
+    # The decision stands for every later call of this tool in this quest (until revoked).
+    always = forms.BooleanField(required=False)
 
     def clean(self) -> dict[str, Any]:
         data = super().clean()

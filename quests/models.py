@@ -11,7 +11,7 @@ from django.utils import timezone
 from checkpoints.models import Lifecycle, RetentionClass
 # What waits for a person has its own module; its names stay importable from here.
 from quests.waiting import (  # noqa: F401
-    Approval, ApprovalStatus, Milestone, MilestoneKind, MilestoneQuerySet, ReviewStatus,
+    Approval, ApprovalStatus, Milestone, MilestoneKind, MilestoneQuerySet, ReviewStatus, StandingDecision,
 )
 
 

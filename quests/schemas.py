@@ -178,6 +178,23 @@ class ApprovalSummaryOut(Schema):
     # The agent's own id for what it asked (a tool call id): an adapter matches decisions to its
     # paused calls by it, so it is in the bundle the adapter resumes from.
     agent_ref: str = ""
+    # Decided for every request of this action in the mission (a standing decision): an adapter
+    # passes it on as its framework's "always" (the OpenAI Agents SDK's always_approve/_reject).
+    always: bool = False
+    # A graph's question: the node that asked and which of its questions it is (1, 2, …).
+    node: str = ""
+    question: int | None = None
+
+
+class StandingDecisionOut(Schema):
+    """A person's decision for every request of `action` in the mission, until revoked."""
+
+    id: int
+    action: str
+    decision: str
+    note: str
+    created_at: IsoDatetime | None
+    revoked_at: IsoDatetime | None
 
 
 class ApprovalOut(ApprovalSummaryOut):
@@ -281,6 +298,9 @@ class ResumeBundleOut(Schema):
     approvals: list[ApprovalSummaryOut]
     operations: OperationGroupsOut
     memory: list[MemoryEntryOut]
+    # The person's standing decisions for this mission, revoked ones too (an adapter undoes an
+    # "always" its framework kept once the person revoked it).
+    standing_decisions: list[StandingDecisionOut] = []
 
 
 class RunStartOut(Schema):

@@ -13,7 +13,9 @@ from django.db.models.functions import Coalesce
 
 from checkpoints.models import BRANCH_POINTS, Checkpoint, Record, Trigger
 from quests.checkpoint_tree import TREE_REACH, CheckpointTree, HistoryShape, Overview, branch_runs, checkpoint_tree, overview
-from quests.models import Approval, ApprovalStatus, AuditEvent, Constraint, Milestone, Mission, MissionStatus, ReviewStatus, Run
+from quests.models import (
+    Approval, ApprovalStatus, AuditEvent, Constraint, Milestone, Mission, MissionStatus, ReviewStatus, Run, StandingDecision,
+)
 from quests.services import machine
 from quests.selectors_common import HEAVY_CHECKPOINT_FIELDS, newest_per_group
 from quests.selectors_ledger import LedgerWindow, ledger_window
@@ -260,6 +262,8 @@ class MissionPage:
     constraints: list[Constraint]
     pending_approvals: list[Approval]
     decided_approvals: list[Approval]
+    # The person's standing decisions ("always approve send_email here"), newest first.
+    standing_decisions: list[StandingDecision]
     decided_total: int
     milestones: list[Milestone]
     reviewed_total: int
@@ -352,6 +356,7 @@ def mission_page(mission: Mission, window: HistoryWindow | None = None) -> Missi
         constraints=constraints,
         pending_approvals=pending,
         decided_approvals=decided,
+        standing_decisions=list(mission.standing_decisions.order_by("-id")),
         decided_total=decided_total,
         milestones=milestones,
         reviewed_total=claimed.reviewed_total,

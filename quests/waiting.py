@@ -61,6 +61,13 @@ class Approval(Lifecycle, WaitsForAPerson):
     # The agent's own id for what it asks (a LangGraph interrupt id, an OpenAI Agents tool call
     # id): how an adapter matches a person's decision to the pause it answers.
     agent_ref = models.CharField(max_length=200, blank=True, default="")
+    # Where a graph asked it: the node, and which of that node's questions it is (a node that calls
+    # interrupt() three times asks questions 1, 2 and 3, one after another). Blank for others.
+    node = models.CharField(max_length=200, blank=True, default="")
+    question = models.PositiveIntegerField(null=True, blank=True)
+    # Decided once for every call of this action in the mission (a standing decision made it, or
+    # this decision made a standing decision): an adapter passes it on as its framework's "always".
+    always = models.BooleanField(default=False)
 
     objects = WaitingQuerySet.as_manager()
 
@@ -149,3 +156,32 @@ class Milestone(Lifecycle, WaitsForAPerson):
     @property
     def is_gate_awaiting_review(self) -> bool:
         return self.gate and self.is_awaiting_review
+
+
+class StandingDecision(models.Model):
+    """A person's decision for every later request of one action (a tool's name) in one mission,
+    until revoked: "always approve sending email in this quest". Requests it covers are decided
+    when asked; the OpenAI Agents store maps it to the SDK's `always_approve` / `always_reject`."""
+
+    mission = models.ForeignKey("quests.Mission", on_delete=models.CASCADE, related_name="standing_decisions")
+    action = models.CharField(max_length=500)
+    decision = models.CharField(max_length=16, choices=[("approve", "Always approve"), ("reject", "Always reject")])
+    note = models.TextField(blank=True, default="")
+    decided_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+    revoked_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+
+    class Meta:
+        ordering = ["id"]
+        constraints = [
+            # One decision stands per action at a time; revoked ones stay as the record of what was.
+            models.UniqueConstraint(fields=["mission", "action"], condition=Q(revoked_at__isnull=True), name="standing_decision_one_per_action"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.get_decision_display()} {self.action}"
+
+    @property
+    def is_active(self) -> bool:
+        return self.revoked_at is None

@@ -28,6 +28,7 @@ from checkpoints.models import Checkpoint, GraphCheckpoint, GraphWrite, Operatio
 from quests.api import api
 from quests.models import (
     AgentToken, Approval, Constraint, GraphThread, Hold, MemoryItem, MemoryProposal, Milestone, Mission, Run,
+    StandingDecision,
 )
 from quests.services import approvals, memory, operations, runs
 from quests.services.audit import Actor
@@ -172,6 +173,8 @@ EXPECTED: dict[tuple[str, str], dict[str, int]] = {
     ("POST", "missions/<int:pk>/constraints/<int:cid>/edit/"): people_page(302),
     ("GET", "missions/<int:pk>/constraints/<int:cid>/retire/"): login_first_405(),
     ("POST", "missions/<int:pk>/constraints/<int:cid>/retire/"): people_page(302),
+    ("GET", "missions/<int:pk>/standing-decisions/<int:sid>/revoke/"): login_first_405(),
+    ("POST", "missions/<int:pk>/standing-decisions/<int:sid>/revoke/"): people_page(302),
     ("GET", "missions/<int:pk>/retention/keep/"): login_first_405(),
     ("POST", "missions/<int:pk>/retention/keep/"): people_page(302),
     ("GET", "missions/<int:pk>/retention/withdraw/"): login_first_405(),
@@ -247,6 +250,7 @@ EXPECTED: dict[tuple[str, str], dict[str, int]] = {
     ("POST", "/api/v1/missions/{int:mission_id}/cancel"): people_only_api(200),
     ("POST", "/api/v1/missions/{int:mission_id}/restore"): people_only_api(409),  # its active run must stop first
     ("POST", "/api/v1/missions/{int:mission_id}/constraints/{int:constraint_id}/retire"): people_only_api(200),
+    ("POST", "/api/v1/missions/{int:mission_id}/standing-decisions/{int:standing_id}/revoke"): people_only_api(200),
     ("POST", "/api/v1/memory-proposals/{int:proposal_id}/decision"): people_only_api(200),
     ("DELETE", "/api/v1/memory/{int:item_id}"): people_only_api(200),
     # --- API: LangGraph. A thread id names a thread of the CALLER's: another user asking with the
@@ -305,6 +309,7 @@ def build_world() -> World:
     memory.memory_decide(actor=person, proposal_id=kept.pk, decision="approve")
     proposal, _ = memory.memory_propose(actor=agent, run_id=run.pk, name="lang", value="en", reason="r")
     hold = Hold.objects.create(mission=waiting, reason="audit", placed_by=staff)
+    standing = StandingDecision.objects.create(mission=mission, action="send", decision="approve", decided_by=alice)
     ids = {
         "mission": mission.pk,
         "run": run.pk,
@@ -317,6 +322,7 @@ def build_world() -> World:
         "constraint": Constraint.objects.filter(mission=mission).first().pk,
         "token": owner_token.pk,
         "hold": hold.pk,
+        "standing": standing.pk,
         "thread": f"thread-{mission.pk}",
         "alice": alice,
     }
@@ -393,7 +399,7 @@ def all_rows() -> list[tuple[str, str]]:
 API_PARAMS = {
     "mission_id": "mission", "run_id": "run", "checkpoint_id": "checkpoint", "operation_id": "operation",
     "approval_id": "approval", "milestone_id": "milestone", "proposal_id": "proposal", "item_id": "item",
-    "constraint_id": "constraint",
+    "constraint_id": "constraint", "standing_id": "standing",
 }
 # Page routes name their objects `pk` (and `cid`, a constraint): which object a pk is, by route.
 PAGE_PK = {
@@ -407,7 +413,7 @@ def page_url(route: str, ids: dict) -> str:
     for prefix, name in PAGE_PK.items():
         if route.startswith(prefix):
             url = url.replace("<int:pk>", str(ids[name]))
-    url = url.replace("<int:cid>", str(ids["constraint"]))
+    url = url.replace("<int:cid>", str(ids["constraint"])).replace("<int:sid>", str(ids["standing"]))
     return url.replace("<uidb64>", "MQ").replace("<token>", "set-password")
 
 

@@ -8,10 +8,12 @@ start, and the ledger answers the stored receipt instead of doing it again."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from langchain_core.runnables import RunnableConfig
-from langgraph.checkpoint.serde.types import INTERRUPT
+from langgraph.checkpoint.serde.types import RESUME
+from langgraph.pregel._task_status import read_task_statuses
 from langgraph.types import Command
 
 from questlog_client import errors, models
@@ -29,6 +31,8 @@ MISSION_KEY = "questlog_mission_id"
 STOPPED = ("paused", "cancelled", "failed", "completed")
 # approval status -> the decision the graph is resumed with
 DECISIONS = {"approved": "approved", "edited": "approved", "rejected": "rejected", "expired": "rejected"}
+# How LangGraph's task path starts for a node the graph runs itself (langgraph's private PULL).
+PULL = "__pregel_pull"
 
 
 def approvals_asked(interrupts: Any) -> list[dict[str, Any]]:
@@ -41,6 +45,16 @@ def approvals_asked(interrupts: Any) -> list[dict[str, Any]]:
             continue
         asked.append({"id": str(interrupt_id), **_question(value)})
     return asked
+
+
+def asked_where(task_path: str, writes: Sequence[tuple[str, Any]]) -> dict[str, Any]:
+    """Which node asks (a node the graph pulled names itself in its task path; a `Send` does not)
+    and which of its questions this is: a node answered k times before writes those k answers
+    (`__resume__`) with its next interrupt, since LangGraph re-runs it from its start."""
+    parts = task_path.lstrip("~").split(", ")
+    node = parts[1] if len(parts) > 1 and parts[0] == PULL else ""
+    answered = [value for channel, value in writes if channel == RESUME and isinstance(value, list)]
+    return {"node": node[:200], "question": 1 + max((len(value) for value in answered), default=0)}
 
 
 def _question(value: Any) -> dict[str, Any]:
@@ -97,11 +111,12 @@ class Reviews:
         if latest is None:
             return []
         found: dict[str, Any] = {}
-        for _, channel, value in latest.pending_writes or []:
-            if channel == INTERRUPT:
-                for interrupt in value if isinstance(value, (list, tuple)) else [value]:
-                    if getattr(interrupt, "id", None):
-                        found[str(interrupt.id)] = interrupt
+        # LangGraph's own reading of the writes: a task that finished (its node asked, was answered
+        # and went on) still has its old interrupt write, which no longer waits.
+        for status in read_task_statuses(latest.pending_writes or []).values():
+            for interrupt in status.pending_interrupts:
+                if getattr(interrupt, "id", None):
+                    found[str(interrupt.id)] = interrupt
         return list(found.values())
 
     def resume_command(self: QuestlogSaver, config: RunnableConfig) -> Command | None:

@@ -204,6 +204,10 @@ class QuestlogSaver(BaseCheckpointSaver[str], reviews.Reviews):
             {"idx": WRITES_IDX_MAP.get(channel, idx), "channel": channel, "value": codec.encode(self.serde, value)}
             for idx, (channel, value) in enumerate(writes)
         ]
+        interrupts = [
+            {**asked, **reviews.asked_where(task_path, writes)}
+            for channel, value in writes if channel == INTERRUPT for asked in reviews.approvals_asked(value)
+        ]
         return {
             "thread_id": str(configurable["thread_id"]),
             "checkpoint_ns": configurable.get("checkpoint_ns", ""),
@@ -211,7 +215,7 @@ class QuestlogSaver(BaseCheckpointSaver[str], reviews.Reviews):
             "task_id": task_id,
             "task_path": task_path,
             "writes": encoded,
-            "interrupts": [asked for channel, value in writes if channel == INTERRUPT for asked in reviews.approvals_asked(value)],
+            "interrupts": interrupts,
             "title": codec.first_text([value for channel, value in writes if channel == "__start__"]),
             "mission_id": configurable.get(MISSION_KEY),
         }

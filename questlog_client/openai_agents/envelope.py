@@ -20,22 +20,33 @@ STATE_KEY = "openai_agents"
 ACTION_LIMIT = 500  # the API's limit on an approval's `action`
 
 
-def agent_names(agent: Agent[Any]) -> list[str]:
-    """The names of `agent` and every agent it can hand off to (directly or not): the agents a
-    restored RunState may name. A `Handoff` object only names its target, so its name counts but
-    its own handoffs cannot be followed."""
-    names: set[str] = set()
-    stack: list[Any] = [agent]
+def reachable_agents(agent: Agent[Any]) -> list[Agent[Any]]:
+    """`agent` and every agent it reaches, directly or not: those it hands off to and those it
+    runs as a tool (`Agent.as_tool`), whose paused calls a RunState carries as nested runs."""
+    found: dict[int, Agent[Any]] = {}
+    stack: list[Agent[Any]] = [agent]
     while stack:
         current = stack.pop()
-        if current.name in names:
+        if id(current) in found:
             continue
+        found[id(current)] = current
+        stack.extend(handoff for handoff in current.handoffs if isinstance(handoff, Agent))
+        stack.extend(tool_agent for tool in current.tools if isinstance(tool_agent := agent_of_tool(tool), Agent))
+    return list(found.values())
+
+
+def agent_of_tool(tool: Any) -> Agent[Any] | None:
+    """The agent an agent-tool runs (the SDK marks what `Agent.as_tool` makes), else None."""
+    return getattr(tool, "_agent_instance", None) if getattr(tool, "_is_agent_tool", False) else None
+
+
+def agent_names(agent: Agent[Any]) -> list[str]:
+    """The names of the agents a restored RunState may name (`reachable_agents`). A `Handoff`
+    object only names its target, so its name counts but its own handoffs cannot be followed."""
+    names: set[str] = set()
+    for current in reachable_agents(agent):
         names.add(current.name)
-        for handoff in current.handoffs:
-            if isinstance(handoff, Agent):
-                stack.append(handoff)
-            else:
-                names.add(handoff.agent_name)
+        names.update(handoff.agent_name for handoff in current.handoffs if not isinstance(handoff, Agent))
     return sorted(names)
 
 

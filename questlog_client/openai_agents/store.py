@@ -18,12 +18,11 @@ from questlog_client import errors, models
 from questlog_client.client import Questlog
 from questlog_client.missions import Mission
 from questlog_client.openai_agents import envelope as saved_state
-from questlog_client.openai_agents.tools import APPROVED, ApprovedCall, Reconcile, guard_tools
+from questlog_client.openai_agents.tools import APPROVED, ApprovedCall, Reconcile, guard_tools, runs_through_ledger
 from questlog_client.runs import Run
 
 # A mission in one of these waits for a person (or is over): loading it must not start anything.
 STOPPED = {"paused": "paused_by_user", "cancelled": "cancelled_by_user", "failed": "failed_retry_budget", "completed": "completed"}
-REJECTED_WITHOUT_NOTE = "A person rejected this tool call."
 EXPIRED = "Nobody decided in time: the approval expired, so this tool call was not made."
 
 
@@ -34,6 +33,12 @@ class _Saved:
     mission: Mission
     envelope: dict[str, Any]
     approvals: dict[str, models.Approval]
+    # The person's standing decisions by action: those in force, and the actions whose standing
+    # decision was revoked (and not made again).
+    standing: dict[str, models.StandingDecision]
+    revoked: set[str]
+    # Per call id, how many earlier approvals of the mission answered a call with that id.
+    earlier: dict[str, int]
 
 
 class RunStateStore:
@@ -120,11 +125,14 @@ class RunStateStore:
         Raises `MissionNotStartable` (with `stop_reason`) when a person paused or cancelled the
         mission, `StillWaiting` while a decision is pending, and `RunStateMismatch` when this
         process cannot restore the state (schema, agents). Approve → `state.approve`; reject →
-        `state.reject` with the person's note; edit → approved, and the tool runs with the
-        person's arguments; expired → rejected with a message saying so."""
+        `state.reject` with the person's note (none: the SDK's own message); edit → approved, and
+        the tool runs with the person's arguments; expired → rejected with a message saying so.
+        A decision the person made for every call of the tool in this quest (a standing decision)
+        is the SDK's `always_approve` / `always_reject`; once revoked, the state forgets it."""
         saved = await asyncio.to_thread(self._read, mission_id, agent)
+        run_state = forget_standing(copy.deepcopy(saved.envelope["run_state"]), saved.revoked)
         try:
-            state = await RunState.from_json(agent, copy.deepcopy(saved.envelope["run_state"]), context_override=context_override)
+            state = await RunState.from_json(agent, run_state, context_override=context_override)
         except Exception as exc:
             raise errors.RunStateMismatch(
                 f"Mission {mission_id}: openai-agents could not restore the saved RunState "
@@ -143,7 +151,7 @@ class RunStateStore:
         run = await asyncio.to_thread(self._open_run, saved.mission, stopped_check=True)
         guard_tools(agent)
         for item in interruptions:
-            self._decide(state, item, saved.approvals[item.call_id], run)
+            self._decide(state, item, saved, run)
         return state
 
     async def finish(self, mission_id: int, detail: str = "") -> models.Run:
@@ -168,11 +176,16 @@ class RunStateStore:
         # The newest approval for each call id: a call asked about again answers to the last word.
         by_ref = {approval.agent_ref: approval for approval in bundle.approvals if approval.agent_ref}
         approvals = {call_id: by_ref[call_id] for call_id in calls if call_id in by_ref}
+        earlier = {
+            call_id: sum(1 for a in bundle.approvals if a.agent_ref == call_id and a.id < approval.id) for call_id, approval in approvals.items()
+        }
         pending = [approval for approval in approvals.values() if approval.status == "pending"]
         if pending:
             asked = ", ".join(f"#{a.id} {a.action}" for a in pending)
             raise errors.StillWaiting(f"Mission {mission_id} still waits for a person to decide: {asked}.", mission_id=mission_id, approvals=pending)
-        return _Saved(mission, envelope, approvals)
+        standing = {decision.action: decision for decision in bundle.standing_decisions if decision.active}
+        revoked = {decision.action for decision in bundle.standing_decisions if not decision.active} - set(standing)
+        return _Saved(mission, envelope, approvals, standing, revoked, earlier)
 
     def _open_run(self, mission: Mission, *, stopped_check: bool = False) -> Run:
         """The run this store holds on `mission`, or a new one (taking over a stale one)."""
@@ -189,15 +202,38 @@ class RunStateStore:
         self._runs[mission.id] = run
         return run
 
-    def _decide(self, state: RunState[Any, Agent[Any]], item: ToolApprovalItem, approval: models.Approval, run: Run) -> None:
+    def _decide(self, state: RunState[Any, Agent[Any]], item: ToolApprovalItem, saved: _Saved, run: Run) -> None:
+        approval = saved.approvals[item.call_id]
+        always = approval.always and approval.action in saved.standing
         if approval.status in ("approved", "edited"):
             edited = dict(approval.decided_payload or {}) if approval.status == "edited" else None
-            APPROVED[item.call_id] = ApprovedCall(run, item.call_id, item.name or "", edited, self.reconcile.get(item.name or ""))
-            state.approve(item)
+            occurrence = approval.id if saved.earlier.get(item.call_id) else None
+            tool = item.name or ""
+            if runs_through_ledger(item.agent, tool):
+                APPROVED[item.call_id] = ApprovedCall(run, item.call_id, tool, edited, self.reconcile.get(tool), occurrence)
+            state.approve(item, always_approve=always)
         elif approval.status == "rejected":
-            state.reject(item, rejection_message=approval.note.strip() or REJECTED_WITHOUT_NOTE)
+            # No note: the SDK's own answer (the run's tool_error_formatter, else its default).
+            state.reject(item, always_reject=always, rejection_message=approval.note.strip() or None)
         else:
             state.reject(item, rejection_message=EXPIRED)
+
+
+def forget_standing(run_state: dict[str, Any], actions: set[str]) -> dict[str, Any]:
+    """The RunState without the SDK's "always" for `actions`, whose standing decision the person
+    revoked: their later calls are asked again. Decisions about single calls are kept."""
+    if not actions:
+        return run_state
+    context = run_state.get("context") or {}
+    records = [decision for key, decision in (context.get("approvals") or {}).items() if key in actions]
+    records += [entry.get("decision") or {} for entry in context.get("function_tool_approvals") or [] if entry.get("tool_key") in actions]
+    for decision in records:
+        for side in ("approved", "rejected"):
+            if decision.get(side) is True:
+                decision[side] = []
+        for sticky in ("sticky_rejection_message", "sticky_scope"):
+            decision.pop(sticky, None)
+    return run_state
 
 
 def _refuse_if_stopped(mission_id: int, mission: Any) -> None:

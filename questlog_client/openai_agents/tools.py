@@ -20,6 +20,7 @@ from typing import Any
 from agents import Agent, FunctionTool
 
 from questlog_client import models
+from questlog_client.openai_agents.envelope import agent_of_tool, reachable_agents
 from questlog_client.runs import Run
 
 LEDGER_KIND = "openai_agents.tool"
@@ -41,13 +42,19 @@ class ApprovedCall:
     edited: dict[str, Any] | None = None
     reconcile: Reconcile | None = None
 
+    # Set when the model used this call id before in the mission (models may reuse ids): this
+    # call is another one than the earlier, and its ledger key says which approval it answers.
+    occurrence: int | None = None
+
     @property
     def key(self) -> str:
-        return f"openai-agents:{self.call_id}"
+        base = f"openai-agents:{self.call_id}"
+        return base if self.occurrence is None else f"{base}#{self.occurrence}"
 
 
 # Process-wide by call id: the wrapped tool belongs to the agent object, which any number of
-# loads may share; the newest load of a call wins.
+# loads may share; the newest load of a call wins. An entry lives from `load` to its call's end:
+# a later call that reuses the id (or the same call in a later round) must not find it.
 APPROVED: dict[str, ApprovedCall] = {}
 
 
@@ -75,23 +82,34 @@ class LedgerInvoke:
             approved.key, kind=LEDGER_KIND, target=self.tool_name, request={"arguments": _parsed(arguments)},
             reconcile=_reconcile_hook(approved),
         )
-        receipt = await asyncio.to_thread(call, effect)
+        try:
+            receipt = await asyncio.to_thread(call, effect)
+        finally:
+            if APPROVED.get(approved.call_id) is approved:
+                del APPROVED[approved.call_id]
         return (receipt.receipt or {}).get("output")
 
 
 def guard_tools(agent: Agent[Any]) -> None:
-    """Wrap the approval-needing function tools of `agent` and of the agents it hands off to."""
-    seen: set[int] = set()
-    stack: list[Any] = [agent]
-    while stack:
-        current = stack.pop()
-        if id(current) in seen:
-            continue
-        seen.add(id(current))
+    """Wrap the approval-needing function tools of `agent` and of every agent it reaches (by
+    handoff or as a tool). An agent-tool itself is not wrapped: it is no side effect but a nested
+    run, which may pause and be resumed (the SDK calls it again), so it has no one output to keep;
+    the side effects are its agent's own tools, which are wrapped."""
+    for current in reachable_agents(agent):
         for tool in current.tools:
-            if isinstance(tool, FunctionTool) and tool.needs_approval is not False and not isinstance(tool.on_invoke_tool, LedgerInvoke):
+            if (
+                isinstance(tool, FunctionTool) and tool.needs_approval is not False and agent_of_tool(tool) is None
+                and not isinstance(tool.on_invoke_tool, LedgerInvoke)
+            ):
                 tool.on_invoke_tool = LedgerInvoke(tool.name, tool.on_invoke_tool)
-        stack.extend(handoff for handoff in current.handoffs if isinstance(handoff, Agent))
+
+
+def runs_through_ledger(agent: Agent[Any], tool_name: str) -> bool:
+    """Whether `agent`'s tool `tool_name` is one `guard_tools` wrapped: only such a call may be
+    registered in APPROVED, whose entry the wrapper removes when the call ends."""
+    return any(
+        isinstance(tool, FunctionTool) and tool.name == tool_name and isinstance(tool.on_invoke_tool, LedgerInvoke) for tool in agent.tools
+    )
 
 
 def _reconcile_hook(approved: ApprovedCall) -> Callable[[models.Operation], models.Outcome | None] | None:

@@ -101,6 +101,9 @@ class InterruptIn(In):
     action: _string(500)
     payload: JsonObject
     reason: _string(10_000)
+    # Which node asked, and which of its questions this is (1 for its first interrupt()).
+    node: _string(200, min_length=0) = ""
+    question: int | None = Field(default=None, ge=1, le=10_000)
 
 
 class GraphWritesIn(In):

@@ -6,8 +6,10 @@ from ninja import Router
 from quests.api.auth import actor
 from quests.api.responses import ACT, BODY, answers
 from quests.api.schemas import DecisionIn, MemoryDecisionIn, RestoreIn, ReviewIn
-from quests.schemas import ApprovalOut, ConstraintOut, ForgetOut, MemoryProposalOut, MilestoneOut, MissionOut, RestoreOut
-from quests.services import approvals, memory, missions
+from quests.schemas import (
+    ApprovalOut, ConstraintOut, ForgetOut, MemoryProposalOut, MilestoneOut, MissionOut, RestoreOut, StandingDecisionOut,
+)
+from quests.services import approvals, memory, missions, standing
 
 router = Router(tags=["people"])
 # Every route here acts on an object by id, whose current state may not allow the action.
@@ -18,7 +20,8 @@ ACT_ON = (*ACT, 404, 409)
 @router.post("/approvals/{int:approval_id}/decision", response=answers(ApprovalOut, *DECIDE))
 def decide_approval(request: HttpRequest, approval_id: int, body: DecisionIn):
     return approvals.approval_decide(
-        actor=actor(request), approval_id=approval_id, decision=body.decision, payload=body.payload, note=body.note
+        actor=actor(request), approval_id=approval_id, decision=body.decision, payload=body.payload, note=body.note,
+        always=body.always,
     )
 
 
@@ -52,6 +55,11 @@ def restore(request: HttpRequest, mission_id: int, body: RestoreIn):
 @router.post("/missions/{int:mission_id}/constraints/{int:constraint_id}/retire", response=answers(ConstraintOut, *ACT_ON))
 def retire_constraint(request: HttpRequest, mission_id: int, constraint_id: int):
     return missions.constraint_retire(actor=actor(request), mission_id=mission_id, constraint_id=constraint_id)
+
+
+@router.post("/missions/{int:mission_id}/standing-decisions/{int:standing_id}/revoke", response=answers(StandingDecisionOut, *ACT_ON))
+def revoke_standing_decision(request: HttpRequest, mission_id: int, standing_id: int):
+    return standing.standing_decision_revoke(actor=actor(request), mission_id=mission_id, standing_id=standing_id)
 
 
 @router.post("/memory-proposals/{int:proposal_id}/decision", response=answers(MemoryProposalOut, *DECIDE))

@@ -249,6 +249,8 @@ class DecisionIn(In):
     decision: Literal["approve", "reject", "edit"]
     payload: JsonObject | None = None
     note: text(max_length=limits.DECISION_NOTE, blank=True) = ""
+    # Stand for every request of this action in the mission, until revoked (approve or reject only).
+    always: bool = False
 
 
 class ReviewIn(In):

@@ -6,7 +6,7 @@ from typing import TypeVar
 from django.db.models import Model, QuerySet
 
 from checkpoints.models import Checkpoint, Operation
-from quests.models import Approval, MemoryItem, MemoryProposal, Milestone, Mission, Run
+from quests.models import Approval, MemoryItem, MemoryProposal, Milestone, Mission, Run, StandingDecision
 from quests.services.audit import Actor
 from quests.services.errors import Forbidden, NotFound
 
@@ -21,6 +21,7 @@ _MISSION_PATH: dict[type[Model], str] = {
     Approval: "mission",
     Milestone: "mission",
     MemoryProposal: "mission",
+    StandingDecision: "mission",
 }
 
 

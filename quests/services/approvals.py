@@ -21,6 +21,7 @@ from quests.services.missions import _pause, constraint_from_correction, has_pen
 from quests.services.runs import run_end
 from quests.services.savestate import take_checkpoint
 from quests.services.snapshots import state_changed
+from quests.services.standing import standing_decision_make, standing_decisions_apply
 
 # decision -> the status it gives the approval
 DECISIONS = {"approve": ApprovalStatus.APPROVED, "edit": ApprovalStatus.EDITED, "reject": ApprovalStatus.REJECTED}
@@ -88,6 +89,8 @@ def _request(
             stop_reason=StopReason.WAITING_FOR_APPROVAL, detail=f"Waiting for approval to {actions}", actor=actor, checkpoint=False,
         )
         _checkpoint(mission, run, approvals, agent_state)
+        # Every question a standing decision answered: nothing waits, the next run may start.
+        settle(mission, actor=actor)
         idempotency.remember(owner=mission.owner, scope=scope, key=key, body=body, object_id=approvals[0].pk)
         state_changed(mission)
         return approvals, False
@@ -100,6 +103,7 @@ def approvals_add_while_waiting(*, actor: Actor, mission: Mission, items: list[d
         raise Conflict("Only a mission waiting for approval can be asked more without a run.", code="invalid_transition", status=mission.status)
     approvals = _ask(actor, mission, None, items)
     _checkpoint(mission, None, approvals, None)
+    settle(mission, actor=actor)
     state_changed(mission)
     return approvals
 
@@ -111,6 +115,7 @@ def _ask(actor: Actor, mission: Mission, run: Run | None, items: list[dict[str, 
         Approval(
             mission=mission, run=run, action=item["action"], payload=item["payload"], reason=item["reason"],
             respond_by=item.get("respond_by"), agent_ref=item.get("agent_ref") or "",
+            node=item.get("node") or "", question=item.get("question"),
         )
         for item in items
     )
@@ -118,6 +123,7 @@ def _ask(actor: Actor, mission: Mission, run: Run | None, items: list[dict[str, 
         audit_event(actor=actor, mission=mission, entity="approval", entity_id=approval.pk, action="request", to_state="pending")
         for approval in approvals
     )
+    standing_decisions_apply(actor=actor, mission=mission, approvals=approvals)
     return approvals
 
 
@@ -129,8 +135,10 @@ def _checkpoint(mission: Mission, run: Run | None, approvals: list[Approval], ag
 
 
 def approval_decide(
-    *, actor: Actor, approval_id: int, decision: str, payload: dict[str, Any] | None = None, note: str = ""
+    *, actor: Actor, approval_id: int, decision: str, payload: dict[str, Any] | None = None, note: str = "", always: bool = False
 ) -> Approval:
+    """A person's decision. `always` makes it stand for every request of the same action in this
+    mission (the pending ones and those asked later) until revoked; an edit is one call's."""
     with transaction.atomic():
         require_person(actor)
         approval = get_for(actor, Approval, approval_id)
@@ -141,6 +149,8 @@ def approval_decide(
         _require_undecided(approval, mission)
         if decision not in DECISIONS:
             raise InvalidInput("decision must be approve, reject or edit.", field="decision")
+        if always and decision == "edit":
+            raise InvalidInput("An edit answers one call: approve or reject always, or edit this call only.", field="always")
         if decision == "edit":
             if not isinstance(payload, dict):
                 raise InvalidInput("Edit and approve needs the changed payload as a JSON object.", field="payload")
@@ -158,6 +168,8 @@ def approval_decide(
             approval, event=decision, to=DECISIONS[decision], actor=actor, mission=mission,
             fields=("decided_payload", "note", "decided_at", "decided_by"), **person_act(approval.action, note, approval, decision),
         )
+        if always:
+            standing_decision_make(actor=actor, mission=mission, approval=approval)
         settle(mission, actor=actor)
         state_changed(mission)
         return approval

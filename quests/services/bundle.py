@@ -15,11 +15,11 @@ from django.db.models import Exists, Model, OuterRef, QuerySet, Subquery
 from checkpoints.models import DURABLE_RECORD_KINDS, Checkpoint, Operation, OperationStatus, Record
 from checkpoints.roundtrip import one_round_trip
 from checkpoints.services import checkpoint_agent_state
-from quests.models import Approval, ApprovalStatus, Constraint, Milestone, Mission, Run
+from quests.models import Approval, ApprovalStatus, Constraint, Milestone, Mission, Run, StandingDecision
 from quests.schemas import (
     ApprovalSummaryOut, BundleCheckpointOut, CheckpointRefOut, ConstraintSummaryOut, MemoryEntryOut,
     MilestoneSummaryOut, MissionSummaryOut, OperationGroupsOut, OperationOut, RecordOut, ResumeBundleOut,
-    construct, construct_all,
+    StandingDecisionOut, construct, construct_all,
 )
 from quests.services import machine
 from quests.services.access import visible
@@ -121,8 +121,9 @@ def _bundle(source: Mission | QuerySet[Mission], mission_id: int, owner: Any, *,
         _shown(Approval.objects.filter(mission_id=mission_id).order_by("id"), ApprovalSummaryOut),
         Run.objects.filter(mission_id=mission_id, ended_at__isnull=True).order_by("number").values_list("number", flat=True)[:1],
         memory_for(owner).only("name", "value"),
+        _shown(StandingDecision.objects.filter(mission_id=mission_id).order_by("id"), StandingDecisionOut),
     )
-    constraints, live_records, ledger, milestones, approvals, active_run, memory = rows[len(reads):]
+    constraints, live_records, ledger, milestones, approvals, active_run, memory, standing = rows[len(reads):]
     if isinstance(source, QuerySet):
         if not rows[0]:
             raise NotFound(f"No mission with id {mission_id}.")
@@ -159,6 +160,7 @@ def _bundle(source: Mission | QuerySet[Mission], mission_id: int, owner: Any, *,
         approvals=construct_all(ApprovalSummaryOut, approvals),
         operations=OperationGroupsOut.model_construct(**operations),
         memory=construct_all(MemoryEntryOut, memory),
+        standing_decisions=construct_all(StandingDecisionOut, standing),
     )
 
 

@@ -288,7 +288,10 @@ def graph_put_writes(
 def _interrupted(actor: Actor, mission: Mission, run: Run | None, interrupts: list[dict[str, Any]]) -> list[Any]:
     asked = set(mission.approvals.filter(agent_ref__in=[item["id"] for item in interrupts]).values_list("agent_ref", flat=True))
     items = [
-        {"action": item["action"], "payload": item["payload"], "reason": item["reason"], "agent_ref": item["id"]}
+        {
+            "action": item["action"], "payload": item["payload"], "reason": item["reason"], "agent_ref": item["id"],
+            "node": item.get("node") or "", "question": item.get("question"),
+        }
         for item in interrupts
         if item["id"] not in asked
     ]

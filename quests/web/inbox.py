@@ -16,7 +16,7 @@ from quests import selectors
 from quests.context_processors import inbox_badge
 from quests.forms import DecisionForm, ReviewForm
 from quests.models import Approval, Milestone
-from quests.services import approvals
+from quests.services import approvals, standing
 from quests.web.pages import Problem, act, actor, get_or_404, mission_url, page, query_number, render_page, unsent_problem
 
 TEMPLATE = "quests/inbox.html"
@@ -85,7 +85,8 @@ def approval_decide(request: HttpRequest, pk: int) -> HttpResponse:
     def do() -> None:
         data = form.cleaned_data
         approvals.approval_decide(
-            actor=actor(request), approval_id=pk, decision=data["decision"], payload=data.get("payload_json"), note=data["note"]
+            actor=actor(request), approval_id=pk, decision=data["decision"], payload=data.get("payload_json"), note=data["note"],
+            always=data["always"],
         )
 
     return act(request, origin=mission_url(approval.mission_id), target=("approval", pk), form=form, do=do)
@@ -111,4 +112,13 @@ def approval_undo(request: HttpRequest, pk: int) -> HttpResponse:
     return act(
         request, origin=mission_url(approval.mission_id), target=("undo", pk),
         do=lambda: approvals.approval_undo(actor=actor(request), approval_id=pk),
+    )
+
+
+@login_required
+@require_POST
+def standing_decision_revoke(request: HttpRequest, pk: int, sid: int) -> HttpResponse:
+    return act(
+        request, origin=mission_url(pk), target=("standingdecision", sid),
+        do=lambda: standing.standing_decision_revoke(actor=actor(request), mission_id=pk, standing_id=sid),
     )

@@ -15,6 +15,7 @@ urlpatterns = [
     path("missions/<int:pk>/constraints/", constraints.constraint_add, name="constraint-add"),
     path("missions/<int:pk>/constraints/<int:cid>/edit/", constraints.constraint_edit, name="constraint-edit"),
     path("missions/<int:pk>/constraints/<int:cid>/retire/", constraints.constraint_retire, name="constraint-retire"),
+    path("missions/<int:pk>/standing-decisions/<int:sid>/revoke/", inbox.standing_decision_revoke, name="standing-decision-revoke"),
     path("checkpoints/<int:pk>/", checkpoints.checkpoint_detail, name="checkpoint"),
     path("approvals/", inbox.inbox, name="inbox"),
     path("approvals/count/", inbox.inbox_count_badge, name="inbox-count"),

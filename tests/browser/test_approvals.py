@@ -82,3 +82,23 @@ def test_the_inbox_count_drops_after_each_decision(page, open_page, login, alice
     expect(page.get_by_role("heading", name="Inbox zero")).to_be_visible()
     assert_no_reload(page)
     assert Approval.objects.get(action="email the client").note == "Not before Friday."
+
+
+def test_always_approve_in_the_inbox_then_revoke_it_on_the_quest_page(page, open_page, login, alice):
+    mission, approval = waiting_on_approval(alice)
+    login(alice)
+    open_page("/approvals/")
+    card = page.get_by_role("article", name="deploy to production")
+    card.get_by_label("Always, for every call of deploy to production in this quest").check()
+    card.get_by_role("button", name="Approve", exact=True).click()
+    expect(page.get_by_role("article", name="deploy to production")).to_have_count(0)
+
+    open_page(f"/missions/{mission.pk}/")
+    standing = page.locator("#standing-decisions")
+    expect(standing).to_contain_text("Always approve deploy to production")
+    mark_page(page)
+    standing.get_by_role("button", name="Revoke “Always approve deploy to production”").click()
+    expect(page.locator("#standing-decisions")).to_contain_text("Revoked")
+    assert_no_reload(page)
+    approval.refresh_from_db()
+    assert (approval.status, approval.always) == ("approved", True)
