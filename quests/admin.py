@@ -23,6 +23,7 @@ from quests.models import (
     Mission,
     PersonSettings,
     Run,
+    StandingDecision,
 )
 from quests.retention.forms import RetentionPolicyForm
 from quests.retention.services.holds import hold_place, hold_release
@@ -239,3 +240,8 @@ class RetentionPolicyAdmin(admin.ModelAdmin):
         # The admin's message and redirect name the version just written, not the one edited.
         obj.pk, obj.updated_at, obj.updated_by = policy.pk, policy.updated_at, policy.updated_by
         obj._state.adding = False
+
+
+@admin.register(StandingDecision)
+class StandingDecisionAdmin(ReadOnlyAdmin):
+    list_display = ("id", "mission", "action", "decision", "created_at", "revoked_at")

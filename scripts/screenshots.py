@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "var" / "screenshots"
 # The README shows these, at both widths.
 README_IMAGES = ROOT / "docs" / "images"
-README_SHOTS = ("board", "mission-approval", "mission-long")
+README_SHOTS = ("board", "mission-approval", "mission-restored", "mission-long")
 WIDTHS = {"desktop": {"width": 1280, "height": 900}, "phone": {"width": 390, "height": 844}}
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update", "--disable-sync", "--no-first-run"]
 
@@ -99,6 +99,13 @@ def seed() -> dict[str, int]:
     op, _ = operations.operation_plan(actor=agent, run_id=run.pk, key="flight-tap-1", kind="flight.book", target="TAP TP1351", request={"passengers": 1})
     operations.operation_attempt(actor=agent, operation_id=op.pk)
     operations.operation_complete(actor=agent, operation_id=op.pk, external_id="PNR-7QX2", external_status="confirmed", receipt={"price": "312 EUR"})
+    # A receipt as providers write them (long ids, several fields), so the ledger's layout shows.
+    op, _ = operations.operation_plan(actor=agent, run_id=run.pk, key="hotel-avenida-1", kind="hotel.book", target="Hotel Avenida Palace, Lisbon", request={"nights": 3})
+    operations.operation_attempt(actor=agent, operation_id=op.pk)
+    operations.operation_complete(
+        actor=agent, operation_id=op.pk, external_id="booking_7f3c9e21a4b84d0f9c61e2d5a8b3f0c7", external_status="confirmed",
+        receipt={"confirmation": "HTL-2024-06-LIS-88213457", "room": "Double, city view", "total": "486 EUR", "cancellation": "Free until 48 hours before arrival"},
+    )
     records.record_create(actor=agent, run_id=run.pk, kind="decision", text="Switch to Hotel Miradouro (cheaper).")
     records.checkpoint_create(actor=agent, run_id=run.pk, agent_state={"step": "hotel", "hotel": "Miradouro"})
     missions.mission_pause(actor=person, mission_id=trip.pk)
