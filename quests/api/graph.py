@@ -14,7 +14,7 @@ from quests.api.responses import ACT, BODY, READ, answers
 from quests import storable
 from quests.api.schemas import STORABLE, In, Int, JsonObject, JSON_VALUE_MARKER, StorableJson
 from quests.schemas import ApprovalOut, RunOut
-from quests.services import graph, graph_threads
+from quests.services import graph, graph_history, graph_threads
 from quests.services.errors import InvalidInput
 
 router = Router(tags=["langgraph"])
@@ -287,7 +287,7 @@ def list_checkpoints(request: HttpRequest, query: Query[GraphListQuery]):
 
 @router.get("/langgraph/delta-history", response=answers(DeltaHistoryOut, *READ, 422))
 def delta_history(request: HttpRequest, query: Query[DeltaHistoryQuery]):
-    channels = graph.graph_delta_history(
+    channels = graph_history.graph_delta_history(
         actor=actor(request), thread_id=query.thread_id, ns=query.checkpoint_ns, graph_id=query.checkpoint_id, channels=query.channel,
     )
     return {"channels": channels}
