@@ -14,7 +14,7 @@ from quests.api.responses import ACT, BODY, READ, answers
 from quests import storable
 from quests.api.schemas import STORABLE, In, Int, JsonObject, JSON_VALUE_MARKER, StorableJson
 from quests.schemas import ApprovalOut, RunOut
-from quests.services import graph, graph_history, graph_threads
+from quests.services import graph, graph_history, graph_reads, graph_threads
 from quests.services.errors import InvalidInput
 
 router = Router(tags=["langgraph"])
@@ -278,7 +278,7 @@ def put_writes(request: HttpRequest, body: GraphWritesIn):
 
 @router.get("/langgraph/checkpoints", response=answers(GraphTupleList, *READ, 422))
 def list_checkpoints(request: HttpRequest, query: Query[GraphListQuery]):
-    items = graph.graph_checkpoints(
+    items = graph_reads.graph_checkpoints(
         actor=actor(request), thread_id=query.thread_id, ns=query.checkpoint_ns, graph_id=query.checkpoint_id,
         before=query.before, metadata=_metadata_filter(query.filter), limit=query.limit,
     )

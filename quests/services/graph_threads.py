@@ -22,7 +22,8 @@ from quests.services import machine, pending, savestate
 from quests.services.access import require_whole_account
 from quests.services.audit import Actor, audit
 from quests.services.errors import Conflict, InvalidInput
-from quests.services.graph import ThreadDeleted, lock_thread, thread_missions, writes_of
+from quests.services.graph import ThreadDeleted, lock_thread, thread_missions
+from quests.services.graph_reads import writes_of
 from quests.services.runs import run_end
 
 DELETED_DETAIL = "The LangGraph thread was deleted."
