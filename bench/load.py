@@ -134,9 +134,11 @@ def agent_loop(agent: server.Agent, seed: int, deadline: float, waiting: Waiting
         agent.call("resume", "GET", f"missions/{mission_id}/resume")
 
 
-def filler(total_bytes: int, items: int, overhead: int) -> str:
-    """Text for each of `items` items so that they take about `total_bytes` together."""
-    return "x" * max(1, total_bytes // items - overhead)
+def filler(total_bytes: int, items: int, overhead: int, longest: int | None = None) -> str:
+    """Text for each of `items` items so that they take about `total_bytes` together, none longer
+    than `longest` (a field's own limit, which the server checks too)."""
+    size = max(1, total_bytes // items - overhead)
+    return "x" * (size if longest is None else min(size, longest))
 
 
 def hostile_loop(agent: server.Agent, deadline: float) -> None:
@@ -147,7 +149,7 @@ def hostile_loop(agent: server.Agent, deadline: float) -> None:
     from quests import limits
 
     body = settings.QUESTLOG_MAX_BODY_BYTES - 4096  # under the limit (as the server reads it too), with room for the rest
-    constraints = [filler(body, limits.MISSION_CONSTRAINTS_MAX, 4)] * limits.MISSION_CONSTRAINTS_MAX
+    constraints = [filler(body, limits.MISSION_CONSTRAINTS_MAX, 4, limits.CONSTRAINT_TEXT)] * limits.MISSION_CONSTRAINTS_MAX
     agent_state = {f"k{i:04d}": filler(body, limits.OBJECT_KEYS_MAX, 12) for i in range(limits.OBJECT_KEYS_MAX)}
     batch = [
         {"action": "pay", "payload": {"memo": filler(body, limits.APPROVAL_BATCH_ITEMS_MAX, 80)}, "reason": "r"}

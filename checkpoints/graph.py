@@ -5,6 +5,7 @@ import os
 import time
 from collections.abc import Callable
 
+from django.db.models import Max
 from django.utils import timezone
 
 from checkpoints.models import Checkpoint, GraphCheckpoint
@@ -32,15 +33,22 @@ def graph_branch(target: Checkpoint, restore_point: Callable[[], Checkpoint]) ->
     then the last restore checkpoint, which is the mission's head and the one answered, is also
     the thread's newest root checkpoint: a fork of the root's checkpoint at (or just before) the
     target, so the graph resumes from there and re-runs what came after."""
-    at_target = GraphCheckpoint.objects.filter(mission_id=target.mission_id, checkpoint__seq__lte=target.seq)
-    root = at_target.filter(ns="").order_by("-checkpoint__seq").first()
+    thread = GraphCheckpoint.objects.filter(mission_id=target.mission_id)
+    # LangGraph names a checkpoint when its step ends but saves it in the background, so a subgraph's
+    # checkpoints can reach us before the root checkpoint they run under: "at or before the target"
+    # goes by the ids' time order (what LangGraph itself lists a thread by) when the target is one of
+    # the graph's checkpoints, and by our own order otherwise.
+    cutoff = thread.filter(checkpoint=target).aggregate(newest=Max("graph_id"))["newest"]
+    if cutoff is not None:
+        at_target, after_target, newest_first = thread.filter(graph_id__lte=cutoff), thread.filter(graph_id__gt=cutoff), "-graph_id"
+    else:
+        at_target, after_target, newest_first = thread.filter(checkpoint__seq__lte=target.seq), thread.filter(checkpoint__seq__gt=target.seq), "-checkpoint__seq"
+    root = at_target.filter(ns="").order_by(newest_first).first()
     if root is None:
         return restore_point()
-    moved_on = set(
-        GraphCheckpoint.objects.filter(mission_id=target.mission_id, checkpoint__seq__gt=target.seq).exclude(ns="").values_list("ns", flat=True)
-    )
+    moved_on = set(after_target.exclude(ns="").values_list("ns", flat=True))
     for ns in sorted(moved_on):
-        source = at_target.filter(ns=ns).order_by("-checkpoint__seq").first()
+        source = at_target.filter(ns=ns).order_by(newest_first).first()
         if source is not None:
             _fork(source, restore_point())
     restored = restore_point()

@@ -56,7 +56,9 @@ def test_a_person_answers_a_nodes_questions_one_after_another_in_the_browser(pag
         page.get_by_role("article", name="book the venue").get_by_role("button", name="Approve", exact=True).click()
         expect(cards).to_have_count(1)
         assert saver.resume_command(config()) is None  # the catering question still waits
-        page.get_by_role("article", name="order the catering").get_by_role("button", name="Reject", exact=True).click()
+        catering = page.get_by_role("article", name="order the catering")
+        catering.get_by_label("Note for the agent").fill("Lunch is taken care of.")  # a rejection says why
+        catering.get_by_role("button", name="Reject", exact=True).click()
         expect(cards).to_have_count(0)
 
         command = saver.resume_command(config())

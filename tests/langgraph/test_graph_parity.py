@@ -48,10 +48,10 @@ def shown(value: Any) -> Any:
 
 def history(graph, thread: dict) -> list[Any]:
     """The thread's checkpoints newest first: what made each one, its step, values and next nodes,
-    and the interrupts its tasks wait on."""
+    and the interrupts its tasks wait on (in any order: parallel tasks ask in the order they finish)."""
     return [
         (state.metadata.get("source"), state.metadata.get("step"), shown(state.values), state.next,
-         [shown(item.value) for item in state.interrupts])
+         sorted(repr(shown(item.value)) for item in state.interrupts))
         for state in graph.get_state_history(thread)
     ]
 
@@ -98,7 +98,9 @@ def parallel_interrupts_answered_by_a_map(saver) -> list[Any]:
     asked = first["__interrupt__"]
     assert len({item.id for item in asked}) == 2  # each parallel interrupt has its own id
     answers = {item.id: f"yes to {item.value}" for item in asked}
-    return [shown(first), shown(graph.invoke(Command(resume=answers), config())), history(graph, config())]
+    # Parallel tasks ask in the order their threads finish, on any saver: the questions, not their order.
+    first_shown = {**shown(first), "__interrupt__": sorted(shown(asked), key=repr)}
+    return [first_shown, shown(graph.invoke(Command(resume=answers), config())), history(graph, config())]
 
 
 def resume_with_an_update_applies_it_once(saver) -> list[Any]:
