@@ -9,19 +9,37 @@ start, and the ledger answers the stored receipt instead of doing it again."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import CheckpointTuple
 from langgraph.checkpoint.serde.types import RESUME
 from langgraph.pregel._task_status import read_task_statuses
 from langgraph.types import Command
 
 from questlog_client import errors, models
+from questlog_client.core import Connection
 from questlog_client.langgraph import codec
 from questlog_client.operations import OperationCall, Reconcile
 
-if TYPE_CHECKING:
-    from questlog_client.langgraph.saver import QuestlogSaver
+
+
+class ThreadSaver(Protocol):
+    """What the Questlog side needs of the saver it is mixed into (`QuestlogSaver`): its connection,
+    its reads and writes, and LangGraph's `get_tuple`. Named here, so this module need not import
+    the saver that imports it."""
+
+    connection: Connection
+
+    def _get(self, path: str, **query: Any) -> Any: ...
+
+    def _post(self, path: str, body: dict[str, Any]) -> Any: ...
+
+    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None: ...
+
+    def _thread(self, config: RunnableConfig, refs: list[str] | None = None) -> dict[str, Any]: ...
+
+    def pending_interrupts(self, config: RunnableConfig) -> list[Any]: ...
 
 DEFAULT_ACTION = "continue the graph"
 DEFAULT_REASON = "The graph stopped to ask a person before going on."
@@ -81,7 +99,7 @@ class GraphSession:
     operation asks the server for it anew, so a session that ended meanwhile (the sweep ended an
     idle one) is replaced by the one the server starts; a paused mission refuses."""
 
-    def __init__(self, saver: QuestlogSaver, config: RunnableConfig) -> None:
+    def __init__(self, saver: ThreadSaver, config: RunnableConfig) -> None:
         configurable = config["configurable"]
         self.saver = saver
         self.body = {"thread_id": str(configurable["thread_id"]), "mission_id": configurable.get(MISSION_KEY)}
@@ -94,17 +112,17 @@ class GraphSession:
 class Reviews:
     """The Questlog side of a saver: the mission, the person's decisions, the ledger."""
 
-    def _thread(self: QuestlogSaver, config: RunnableConfig, refs: list[str] | None = None) -> dict[str, Any]:
+    def _thread(self: ThreadSaver, config: RunnableConfig, refs: list[str] | None = None) -> dict[str, Any]:
         query = {"thread_id": str(config["configurable"]["thread_id"])}
         if refs is not None:
             query["refs"] = ",".join(refs)
         return self._get("langgraph/thread", **query)
 
-    def mission_id(self: QuestlogSaver, config: RunnableConfig) -> int:
+    def mission_id(self: ThreadSaver, config: RunnableConfig) -> int:
         """The Questlog mission that holds this thread (created by its first checkpoint)."""
         return int(self._thread(config)["mission_id"])
 
-    def pending_interrupts(self: QuestlogSaver, config: RunnableConfig) -> list[Any]:
+    def pending_interrupts(self: ThreadSaver, config: RunnableConfig) -> list[Any]:
         """The interrupts the thread's latest checkpoint is stopped at."""
         configurable = config["configurable"]
         latest = self.get_tuple({"configurable": {"thread_id": configurable["thread_id"], "checkpoint_ns": ""}})
@@ -119,7 +137,7 @@ class Reviews:
                     found[str(interrupt.id)] = interrupt
         return list(found.values())
 
-    def resume_command(self: QuestlogSaver, config: RunnableConfig) -> Command | None:
+    def resume_command(self: ThreadSaver, config: RunnableConfig) -> Command | None:
         """The `Command` that continues the graph with the person's decisions, or None while one is
         still pending (or nothing waits). Each decision is
         {"decision": "approved"|"rejected", "payload": <the approved or edited payload>, "note": str}.
@@ -143,7 +161,7 @@ class Reviews:
         return Command(resume=answers)
 
     def operation(
-        self: QuestlogSaver,
+        self: ThreadSaver,
         config: RunnableConfig,
         key: str,
         kind: str,
@@ -160,7 +178,7 @@ class Reviews:
         session = GraphSession(self, config)
         return OperationCall(session, key=key, kind=kind, target=target, request=request, max_attempts=max_attempts, reconcile=reconcile)
 
-    def finish(self: QuestlogSaver, config: RunnableConfig, detail: str = "The graph finished.") -> models.Run:
+    def finish(self: ThreadSaver, config: RunnableConfig, detail: str = "The graph finished.") -> models.Run:
         """Mark the thread's mission completed (a graph has no "done" signal a saver sees)."""
         session = GraphSession(self, config)
         _, answer = session._call("POST", f"runs/{session.id}/stop", {"reason": "completed", "detail": detail}, idempotent=False)
