@@ -22,8 +22,35 @@ Effect = Callable[[models.Operation], "models.Outcome | dict[str, Any]"]
 Reconcile = Callable[[models.Operation], "models.Outcome | dict[str, Any] | None"]
 
 
+class SideEffects:
+    """`operation(...)` for anything an operation runs in: a run (`questlog_client.runs.Run`) and a
+    LangGraph thread's session run."""
+
+    def operation(
+        self: Run,
+        key: str,
+        *,
+        kind: str,
+        target: str,
+        request: dict[str, Any],
+        max_attempts: int = 3,
+        reconcile: Reconcile | None = None,
+    ) -> OperationCall:
+        """The safe way to cause a side effect. Call the answer with the effect:
+
+            receipt = run.operation("invite", kind="email.send", target=to, request=body,
+                                    reconcile=mail.lookup)(lambda op: mail.send(body, ref=op.id))
+
+        It plans the operation (idempotency `key`, unique per mission), attempts it, runs the
+        effect and records its receipt. When an earlier run completed it, the stored receipt is
+        answered and the effect is not run again. When an earlier attempt was never confirmed,
+        `reconcile(op)` must say whether it happened (an Outcome) or not (None) before anything is
+        repeated; without a hook that is `ReconcileNeeded`."""
+        return OperationCall(self, key=key, kind=kind, target=target, request=request, max_attempts=max_attempts, reconcile=reconcile)
+
+
 class OperationCall:
-    """What `Run.operation(...)` answers: call it with the effect (see there)."""
+    """What `operation(...)` answers: call it with the effect (see `SideEffects.operation`)."""
 
     def __init__(self, run: Run, *, key: str, kind: str, target: str, request: dict[str, Any], max_attempts: int, reconcile: Reconcile | None) -> None:
         self.run = run

@@ -10,7 +10,7 @@ from typing import Any, Protocol
 
 from questlog_client import errors, models
 from questlog_client.core import Connection, new_key
-from questlog_client.operations import OperationCall, Reconcile
+from questlog_client.operations import SideEffects
 
 
 class Mission(Protocol):
@@ -23,7 +23,7 @@ class Mission(Protocol):
     def resume(self) -> models.Bundle: ...
 
 
-class Run:
+class Run(SideEffects):
     """One run of a mission: the fencing token for every write, with a heartbeat thread."""
 
     def __init__(self, ql: Connection, mission: Mission, info: models.Run, bundle: models.Bundle, *, heartbeat_interval: float) -> None:
@@ -206,25 +206,3 @@ class Run:
         body = {"external_status": external_status, "receipt": receipt}
         _, answer = self._call("POST", f"operations/{operation.id}/observe", body, idempotent=True)
         return models.Operation.from_dict(answer)
-
-    def operation(
-        self,
-        key: str,
-        *,
-        kind: str,
-        target: str,
-        request: dict[str, Any],
-        max_attempts: int = 3,
-        reconcile: Reconcile | None = None,
-    ) -> OperationCall:
-        """The safe way to cause a side effect. Call the answer with the effect:
-
-            receipt = run.operation("invite", kind="email.send", target=to, request=body,
-                                    reconcile=mail.lookup)(lambda op: mail.send(body, ref=op.id))
-
-        It plans the operation (idempotency `key`, unique per mission), attempts it, runs the
-        effect and records its receipt. When an earlier run completed it, the stored receipt is
-        answered and the effect is not run again. When an earlier attempt was never confirmed,
-        `reconcile(op)` must say whether it happened (an Outcome) or not (None) before anything is
-        repeated; without a hook that is `ReconcileNeeded`."""
-        return OperationCall(self, key=key, kind=kind, target=target, request=request, max_attempts=max_attempts, reconcile=reconcile)

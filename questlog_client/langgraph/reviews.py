@@ -20,7 +20,7 @@ from langgraph.types import Command
 from questlog_client import errors, models
 from questlog_client.core import Connection
 from questlog_client.langgraph import codec
-from questlog_client.operations import OperationCall, Reconcile
+from questlog_client.operations import OperationCall, Reconcile, SideEffects
 
 
 
@@ -94,7 +94,7 @@ def _payload_is_wrapped(value: Any) -> bool:
     return not isinstance(value, dict)
 
 
-class GraphSession:
+class GraphSession(SideEffects):
     """The thread's session run, as `OperationCall` needs a run: its id and its calls. Each
     operation asks the server for it anew, so a session that ended meanwhile (the sweep ended an
     idle one) is replaced by the one the server starts; a paused mission refuses."""
@@ -171,12 +171,10 @@ class Reviews:
         max_attempts: int = 3,
         reconcile: Reconcile | None = None,
     ) -> OperationCall:
-        """A side effect through the thread's operation ledger: call the answer with the effect
-        (`saver.operation(config, "invite:team", "email.send", "team@…", body)(send)`). A key that
-        completed answers its stored receipt, so a node re-run after a crash or a resume does not
-        repeat it. `reconcile` looks the effect up when an attempt's outcome is unknown."""
-        session = GraphSession(self, config)
-        return OperationCall(session, key=key, kind=kind, target=target, request=request, max_attempts=max_attempts, reconcile=reconcile)
+        """A side effect through the thread's operation ledger, as `Run.operation`
+        (`saver.operation(config, "invite:team", "email.send", "team@…", body)(send)`): a node re-run
+        after a crash or a resume answers the stored receipt instead of repeating the effect."""
+        return GraphSession(self, config).operation(key, kind=kind, target=target, request=request, max_attempts=max_attempts, reconcile=reconcile)
 
     def finish(self: ThreadSaver, config: RunnableConfig, detail: str = "The graph finished.") -> models.Run:
         """Mark the thread's mission completed (a graph has no "done" signal a saver sees)."""
