@@ -134,18 +134,23 @@ def _checkpoint(mission: Mission, run: Run | None, approvals: list[Approval], ag
         approval.checkpoint = checkpoint
 
 
+def _locked_for_person[T: (Approval, Milestone)](actor: Actor, model: type[T], pk: int) -> tuple[T, Mission]:
+    """What a person acts on, with its mission's row locked and itself read again under the lock:
+    two people deciding at once are serialised, and the second sees what the first did (409)."""
+    require_person(actor)
+    item = get_for(actor, model, pk)
+    mission = lock_mission(item.mission_id)
+    item.refresh_from_db()
+    return item, mission
+
+
 def approval_decide(
     *, actor: Actor, approval_id: int, decision: str, payload: dict[str, Any] | None = None, note: str = "", always: bool = False
 ) -> Approval:
     """A person's decision. `always` makes it stand for every request of the same action in this
     mission (the pending ones and those asked later) until revoked; an edit is one call's."""
     with transaction.atomic():
-        require_person(actor)
-        approval = get_for(actor, Approval, approval_id)
-        mission = lock_mission(approval.mission_id)
-        # Two people deciding at once: the mission lock serialises them, and the second one
-        # sees a decided approval here and gets 409.
-        approval.refresh_from_db()
+        approval, mission = _locked_for_person(actor, Approval, approval_id)
         _require_undecided(approval, mission)
         if decision not in DECISIONS:
             raise InvalidInput("decision must be approve, reject or edit.", field="decision")
@@ -231,13 +236,10 @@ def approval_undo(*, actor: Actor, approval_id: int, now: datetime | None = None
     person who made it, and only while no run has started since. The approval is pending again and
     a ready mission waits for the person again; the decision and its undoing stay in the history."""
     with transaction.atomic():
-        require_person(actor)
-        approval = get_for(actor, Approval, approval_id)
         # A run start locks the same row (runs.run_start): an undo and a run start at once are
         # serialised, and whichever comes second sees what the first did — a run that started
         # (the undo is refused) or a mission waiting for a person again (the start is refused).
-        mission = lock_mission(approval.mission_id)
-        approval.refresh_from_db()
+        approval, mission = _locked_for_person(actor, Approval, approval_id)
         refusal = undo_refusal(approval, mission, by=actor.user, now=now)
         if refusal is not None:
             raise refusal
@@ -345,10 +347,7 @@ def milestone_review(*, actor: Actor, milestone_id: int, action: str, note: str 
     the mission (the milestone stays pending review). Text sent with Approve becomes a constraint
     too: approved, with a correction for what comes next."""
     with transaction.atomic():
-        require_person(actor)
-        milestone = get_for(actor, Milestone, milestone_id)
-        mission = lock_mission(milestone.mission_id)
-        milestone.refresh_from_db()
+        milestone, mission = _locked_for_person(actor, Milestone, milestone_id)
         machine.require(milestone, "approve")
         if action == "pause":
             _pause(mission, actor=actor)
