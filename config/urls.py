@@ -9,10 +9,13 @@ from django.template import loader
 from django.urls import include, path
 from django.views.defaults import page_not_found, server_error
 
+from notifications.api import router as webhooks_router
 from quests.api import DATABASE_RETRY_AFTER, api, database_unavailable_response
 from quests.web.login import AdminLoginForm, LoginForm
 
 admin.site.login_form = AdminLoginForm
+# The notifications app's people API joins the one NinjaAPI (its auth, errors and OpenAPI document).
+api.add_router("", webhooks_router)
 
 urlpatterns = [
     path("admin/", admin.site.urls),
@@ -24,6 +27,7 @@ urlpatterns = [
     path("accounts/password_change/done/", auth_views.PasswordChangeDoneView.as_view(), name="password_change_done"),
     path("api/v1/", api.urls),
     path("", include("quests.retention.urls")),
+    path("", include("notifications.urls")),
     path("", include("quests.web.urls")),
 ]
 # Django's password-reset pages only once the server sends email (QUESTLOG_PASSWORD_RESET): until
