@@ -1,6 +1,7 @@
 """Real receivers for the notification tests: an SMTP server (aiosmtpd) and an HTTP server
 (http.server) on loopback, each in a thread, keeping what they receive."""
 
+import socket
 import threading
 from email import message_from_bytes, policy
 from email.message import EmailMessage
@@ -21,11 +22,13 @@ class Mailbox:
 class SmtpServer:
     def __init__(self) -> None:
         self.mailbox = Mailbox()
-        self.controller = Controller(self.mailbox, hostname="127.0.0.1", port=0)
+        with socket.socket() as probe:  # the controller checks its server by connecting: it needs a real port
+            probe.bind(("127.0.0.1", 0))
+            self.port = probe.getsockname()[1]
+        self.controller = Controller(self.mailbox, hostname="127.0.0.1", port=self.port)
 
     def __enter__(self) -> "SmtpServer":
         self.controller.start()
-        self.port = self.controller.server.sockets[0].getsockname()[1]
         return self
 
     def __exit__(self, *exc) -> None:
