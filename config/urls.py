@@ -9,13 +9,10 @@ from django.template import loader
 from django.urls import include, path
 from django.views.defaults import page_not_found, server_error
 
-from notifications.api import router as webhooks_router
 from quests.api import DATABASE_RETRY_AFTER, api, database_unavailable_response
 from quests.web.login import AdminLoginForm, LoginForm
 
 admin.site.login_form = AdminLoginForm
-# The notifications app's people API joins the one NinjaAPI (its auth, errors and OpenAPI document).
-api.add_router("", webhooks_router)
 
 urlpatterns = [
     path("admin/", admin.site.urls),

@@ -35,6 +35,7 @@ def _page(request: HttpRequest, *, problem: str = "", form: dict | None = None, 
 
 
 @login_required
+@require_http_methods(["GET"])
 def notifications_page(request: HttpRequest) -> HttpResponse:
     return _page(request)
 
