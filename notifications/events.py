@@ -33,11 +33,16 @@ def mission_data(mission: Any) -> dict[str, Any]:
 
 
 def notify_approvals_requested(mission: Any, approvals: Iterable[Any]) -> None:
-    """Each approval still pending once standing decisions had their say."""
-    for approval in approvals:
-        if approval.status == "pending":
-            emit(kind=EventKind.APPROVAL_REQUESTED, owner_id=mission.owner_id, mission=mission,
-                 dedupe_key=f"approval.requested:{approval.pk}", data=approval_data(mission, approval))
+    """Each approval still pending once standing decisions had their say. A batch reads the
+    person's choice and endpoints once."""
+    pending = [approval for approval in approvals if approval.status == "pending"]
+    if not pending:
+        return
+    kind = EventKind.APPROVAL_REQUESTED
+    mode, endpoints = mode_for(mission.owner_id, kind), endpoints_for(mission.owner_id, kind)
+    for approval in pending:
+        emit(kind=kind, owner_id=mission.owner_id, mission=mission, dedupe_key=f"approval.requested:{approval.pk}",
+             data=approval_data(mission, approval), mode=mode, endpoints=endpoints)
 
 
 def notify_approval_expiring(mission: Any, approval: Any) -> Notification | None:
@@ -100,16 +105,21 @@ def mode_for(owner_id: int, kind: str) -> str:
     return chosen or DEFAULT_MODES.get(kind, Mode.IMMEDIATELY)
 
 
+def endpoints_for(owner_id: int, kind: str) -> list[WebhookEndpoint]:
+    return [e for e in WebhookEndpoint.objects.filter(owner_id=owner_id, disabled_at__isnull=True) if kind in e.events]
+
+
 def emit(
     *, kind: str, owner_id: int, dedupe_key: str, data: dict[str, Any], mission: Any = None,
-    endpoints: list[WebhookEndpoint] | None = None, email: bool | None = None,
+    endpoints: list[WebhookEndpoint] | None = None, email: bool | None = None, mode: str | None = None,
 ) -> Notification | None:
     """Write one notification and its deliveries in the caller's transaction; None when this
     event was emitted before. `endpoints` and `email` override the person's choices (a test
     event goes to one endpoint; a disabled endpoint is told by email only)."""
     if Notification.objects.filter(dedupe_key=dedupe_key).exists():
         return None
-    mode = mode_for(owner_id, kind) if email is None else Mode.IMMEDIATELY if email else Mode.OFF
+    if mode is None:
+        mode = mode_for(owner_id, kind) if email is None else Mode.IMMEDIATELY if email else Mode.OFF
     try:
         with transaction.atomic():  # a savepoint: a concurrent twin loses here, not the caller's transaction
             notification = Notification.objects.create(
@@ -119,7 +129,7 @@ def emit(
         return None
     email = mode == Mode.IMMEDIATELY
     if endpoints is None:
-        endpoints = [e for e in WebhookEndpoint.objects.filter(owner_id=owner_id, disabled_at__isnull=True) if kind in e.events]
+        endpoints = endpoints_for(owner_id, kind)
     deliveries = [Delivery(notification=notification, channel=Channel.EMAIL, message_id=f"{notification.event_id.hex}.email")] if email else []
     deliveries += [
         Delivery(notification=notification, channel=Channel.WEBHOOK, endpoint=endpoint, message_id=f"msg_{notification.event_id.hex}_{endpoint.pk}")

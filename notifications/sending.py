@@ -18,6 +18,7 @@ from standardwebhooks.webhooks import Webhook
 
 from notifications import addresses
 from notifications.models import Channel, Delivery, EventKind, Format, Notification
+from quests.services.preferences import moment, time_zone_of
 
 UNSUBSCRIBE_SALT = "notifications.unsubscribe"
 SUBJECTS = {
@@ -67,7 +68,7 @@ def email_message(delivery: Delivery) -> EmailMultiAlternatives:
         "notification": notification, "data": notification.data, "subject": subject(notification),
         "unsubscribe_url": unsubscribe_url(notification.owner_id, notification.kind),
         "settings_url": f"{settings.QUESTLOG_BASE_URL}/settings/notifications/",
-        "respond_by": _moment(notification.data.get("approval", {}).get("respond_by")),
+        "respond_by": _moment(notification.data.get("approval", {}).get("respond_by"), notification.owner),
     }
     message = EmailMultiAlternatives(
         subject=context["subject"], body=render_to_string("notifications/email/notification.txt", context),
@@ -82,8 +83,12 @@ def email_message(delivery: Delivery) -> EmailMultiAlternatives:
     return message
 
 
-def _moment(value: str | None) -> datetime | None:
-    return datetime.fromisoformat(value) if value else None
+def _moment(value: str | None, owner) -> str:
+    """The respond-by time as the pages write it, in the zone the person chose (else the server's)."""
+    if not value:
+        return ""
+    with timezone.override(time_zone_of(owner) or settings.TIME_ZONE):
+        return moment(datetime.fromisoformat(value))
 
 
 def _domain() -> str:

@@ -10,6 +10,7 @@ import pytest
 from config.email import mailers
 from notifications.delivery import Outcome, delivery_send
 from notifications.models import Delivery, Notification, NotificationPreference
+from quests.models import PersonSettings
 from tests.notification_receivers import SmtpServer
 
 pytestmark = pytest.mark.django_db
@@ -44,7 +45,7 @@ def test_an_approval_request_reaches_its_owner_over_smtp(smtp, agent, run, clien
     assert mail["Message-ID"] == f"<{delivery.message_id}@localhost>"
     text = mail.get_body(("plain",)).get_content()
     html = mail.get_body(("html",)).get_content()
-    assert "The client asked for a quote" in text and "Respond by: Wed 1 May 2030, 17:00 UTC" in text
+    assert "The client asked for a quote" in text and "Respond by: May 1, 2030, 17:00 UTC" in text
     assert f"http://localhost:8000/approvals/#approval-{approval['id']}" in text
     assert "client@example.com" not in text + html  # the payload stays in Questlog
     assert "<script" not in html
@@ -58,6 +59,13 @@ def test_an_approval_request_reaches_its_owner_over_smtp(smtp, agent, run, clien
     assert client.post(path).status_code == 200
     assert NotificationPreference.objects.get().mode == "off"
     assert client.get(path.replace("/unsubscribe/", "/unsubscribe/x")).status_code == 404
+
+
+def test_the_respond_by_time_is_written_in_the_persons_zone(smtp, agent, run, alice):
+    PersonSettings.objects.create(user=alice, time_zone="America/New_York")
+    agent.post(f"runs/{run['id']}/approvals", {"action": "pay", "payload": {}, "reason": "r", "expires_at": "2030-05-01T17:00:00Z"})
+    send_pending_mail()
+    assert "Respond by: May 1, 2030, 13:00 EDT" in smtp.messages[0].get_body(("plain",)).get_content()
 
 
 def test_a_second_send_of_the_same_event_carries_the_same_message_id(smtp, agent, run):
