@@ -263,6 +263,8 @@ CELERY_TASK_ROUTES = {
     "notifications.tasks.*": {"queue": "maintenance"},
 }
 CELERY_BEAT_SCHEDULE_FILENAME = str(DATA_DIR / "celerybeat-schedule")
+# The daily digest's hour is read in the server's zone, as every other setting's time is.
+CELERY_TIMEZONE = TIME_ZONE
 
 
 def _every(task: str, seconds: int) -> dict:

@@ -3,7 +3,7 @@ nothing (a delivery is a record of what happened)."""
 
 from django.contrib import admin
 
-from notifications.models import Delivery, Notification, WebhookEndpoint
+from notifications.models import Delivery, Notification, NotificationPreference, WebhookEndpoint
 
 
 class ReadOnly(admin.ModelAdmin):
@@ -37,4 +37,11 @@ class WebhookEndpointAdmin(ReadOnly):
     list_display = ("url", "owner", "format", "created_at", "disabled_at")
     list_filter = ("format",)
     exclude = ("secret",)  # the owner's to keep; staff need not read it
+    list_select_related = ("owner",)
+
+
+@admin.register(NotificationPreference)
+class NotificationPreferenceAdmin(ReadOnly):
+    list_display = ("owner", "kind", "mode")
+    list_filter = ("kind", "mode")
     list_select_related = ("owner",)

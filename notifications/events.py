@@ -6,6 +6,7 @@ What goes into `data` is chosen here and nowhere else: ids, titles, the action a
 respond-by time and links to the pages where the person decides. Never agent state, payloads or
 checkpoint contents."""
 
+import logging
 from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
@@ -19,6 +20,7 @@ from notifications.models import (
     DEFAULT_MODES, Channel, Delivery, DeliveryStatus, EventKind, Mode, Notification, NotificationPreference, WebhookEndpoint,
 )
 
+logger = logging.getLogger(__name__)
 # mission status -> the event its arrival emits
 MISSION_EVENTS = {"blocked": EventKind.MISSION_BLOCKED, "failed": EventKind.MISSION_FAILED, "completed": EventKind.MISSION_COMPLETED}
 DELIVERY_TASK = "notifications.tasks.delivery_send_task"
@@ -114,8 +116,9 @@ def emit(
     endpoints: list[WebhookEndpoint] | None = None, email: bool | None = None, mode: str | None = None,
 ) -> Notification | None:
     """Write one notification and its deliveries in the caller's transaction; None when this
-    event was emitted before. `endpoints` and `email` override the person's choices (a test
-    event goes to one endpoint; a disabled endpoint is told by email only)."""
+    event was emitted before. `endpoints` and `email` (or `mode`, read once for a batch) override
+    the person's choices (a test event goes to one endpoint; a disabled endpoint is told by email
+    only)."""
     if Notification.objects.filter(dedupe_key=dedupe_key).exists():
         return None
     if mode is None:
@@ -139,7 +142,8 @@ def emit(
         delivery.next_attempt_at = notification.created_at
         delivery.status = DeliveryStatus.PENDING
     ids = [d.pk for d in Delivery.objects.bulk_create(deliveries)]
-    transaction.on_commit(lambda: publish(ids))
+    if ids:
+        transaction.on_commit(lambda: publish(ids))
     return notification
 
 
@@ -150,4 +154,5 @@ def publish(delivery_ids: list[int]) -> None:
         try:
             current_app.send_task(DELIVERY_TASK, args=[delivery_id])
         except Exception:  # noqa: BLE001 - any broker failure: the sweep's to retry
+            logger.warning("Deliveries %s not published; the sweep will retry them.", delivery_ids, exc_info=True)
             return
