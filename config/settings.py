@@ -7,11 +7,13 @@ import os
 from datetime import timedelta
 from pathlib import Path
 
+from celery.schedules import crontab
 from kombu import Exchange, Queue
 
 from config.cache import api_rate, cache_settings
 from config.database import default_database
 from config.deploy import CONTENT_SECURITY_POLICY, HSTS_SECONDS, secret_key
+from config.email import mailers
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -81,6 +83,7 @@ INSTALLED_APPS = [
     "axes",
     "checkpoints",
     "quests",
+    "notifications",
 ]
 
 # The security headers' middleware comes first, so that every answer carries them: the body
@@ -180,6 +183,31 @@ QUESTLOG_UNDO_SECONDS = env_int("QUESTLOG_UNDO_SECONDS", 60)
 # every page. A hidden tab asks nothing (static/js/questlog.js). The browser tests shorten them.
 QUESTLOG_POLL_SECONDS = {"mission": 3, "mission_idle": 15, "board": 4, "inbox": 15}
 
+# Notifications (README: "Notifications"). Mail settings come from one URL (config/email.py); links
+# in mails and webhooks start with QUESTLOG_BASE_URL, the address people open Questlog at.
+QUESTLOG_EMAIL_URL = os.environ.get("QUESTLOG_EMAIL_URL", "console:")
+MAILERS = mailers(QUESTLOG_EMAIL_URL, DATA_DIR)
+DEFAULT_FROM_EMAIL = QUESTLOG_EMAIL_FROM = os.environ.get("QUESTLOG_EMAIL_FROM", "Questlog <questlog@localhost>")
+QUESTLOG_BASE_URL = os.environ.get("QUESTLOG_BASE_URL", "http://localhost:8000").rstrip("/")
+# Webhooks to loopback, private, link-local or metadata addresses are refused unless this is on
+# (a development machine, the tests' own receivers).
+QUESTLOG_WEBHOOK_ALLOW_PRIVATE = env_bool("QUESTLOG_WEBHOOK_ALLOW_PRIVATE", False)
+QUESTLOG_WEBHOOK_TIMEOUT = env_int("QUESTLOG_WEBHOOK_TIMEOUT", 5)
+QUESTLOG_WEBHOOK_MAX_RESPONSE_BYTES = env_int("QUESTLOG_WEBHOOK_MAX_RESPONSE_BYTES", 16 * 1024)
+# A delivery is retried with exponential backoff (30 s doubling, at most 3 h apart) and given up
+# this long after its first attempt; an endpoint failing for as long is disabled.
+QUESTLOG_NOTIFY_GIVE_UP_AFTER = env_int("QUESTLOG_NOTIFY_GIVE_UP_AFTER", 24 * 3600)
+QUESTLOG_NOTIFY_BACKOFF = env_int("QUESTLOG_NOTIFY_BACKOFF", 30)
+QUESTLOG_NOTIFY_BACKOFF_MAX = env_int("QUESTLOG_NOTIFY_BACKOFF_MAX", 3 * 3600)
+# How long a worker holds a delivery it sends: longer than any send may take. One that died
+# mid-send lets go after this, and the sweep publishes the delivery again.
+QUESTLOG_NOTIFY_LEASE = env_int("QUESTLOG_NOTIFY_LEASE", 60)
+QUESTLOG_NOTIFY_SWEEP_INTERVAL = env_int("QUESTLOG_NOTIFY_SWEEP_INTERVAL", 60)
+# approval.expiring: this many seconds before an approval's respond-by time.
+QUESTLOG_APPROVAL_EXPIRING_BEFORE = env_int("QUESTLOG_APPROVAL_EXPIRING_BEFORE", 24 * 3600)
+QUESTLOG_APPROVAL_EXPIRING_INTERVAL = env_int("QUESTLOG_APPROVAL_EXPIRING_INTERVAL", 300)
+QUESTLOG_DIGEST_HOUR = env_int("QUESTLOG_DIGEST_HOUR", 8)
+
 # Celery: Redis in production; a broker that needs no server (kombu's filesystem transport)
 # as the embedded default so `make run` works on a fresh machine.
 _broker_dir = DATA_DIR / "broker"
@@ -223,12 +251,20 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_DEFAULT_QUEUE = "maintenance"
 # Each with its own exchange and routing key: a bare Queue(name) would be bound to the default
 # exchange with the default key, and a snapshot would then be delivered to both queues.
-CELERY_TASK_QUEUES = tuple(Queue(name, Exchange(name), routing_key=name) for name in ("snapshots", "maintenance"))
+# A third, `notifications`, holds deliveries: a mail server or webhook that is slow to answer
+# never holds a snapshot up, and a long pruning pass never holds a person's email up.
+CELERY_TASK_QUEUES = tuple(
+    Queue(name, Exchange(name), routing_key=name) for name in ("snapshots", "maintenance", "notifications")
+)
 CELERY_TASK_ROUTES = {
     "quests.tasks.snapshot_take_task": {"queue": "snapshots"},
     "quests.tasks.*": {"queue": "maintenance"},
+    "notifications.tasks.delivery_send_task": {"queue": "notifications"},
+    "notifications.tasks.*": {"queue": "maintenance"},
 }
 CELERY_BEAT_SCHEDULE_FILENAME = str(DATA_DIR / "celerybeat-schedule")
+# The daily digest's hour is read in the server's zone, as every other setting's time is.
+CELERY_TIMEZONE = TIME_ZONE
 
 
 def _every(task: str, seconds: int) -> dict:
@@ -242,6 +278,14 @@ CELERY_BEAT_SCHEDULE = {
     "expire-approvals": _every("quests.tasks.approvals_expire_task", QUESTLOG_APPROVAL_EXPIRY_INTERVAL),
     "prune-snapshots": _every("quests.tasks.snapshots_prune_task", QUESTLOG_MAINTENANCE_INTERVAL),
     "purge-expired": _every("quests.retention.tasks.purge_expired_task", QUESTLOG_MAINTENANCE_INTERVAL),
+    "sweep-deliveries": _every("notifications.tasks.deliveries_sweep_task", QUESTLOG_NOTIFY_SWEEP_INTERVAL),
+    "approvals-expiring": _every("notifications.tasks.approvals_expiring_task", QUESTLOG_APPROVAL_EXPIRING_INTERVAL),
+    # Once a day at QUESTLOG_DIGEST_HOUR (in TIME_ZONE); a digest per person per day at most.
+    "daily-digest": {
+        "task": "notifications.tasks.digests_send_task",
+        "schedule": crontab(minute=0, hour=QUESTLOG_DIGEST_HOUR),
+        "options": {"expires": 3600},
+    },
 }
 
 LOGGING = {

@@ -24,6 +24,7 @@ urlpatterns = [
     path("accounts/password_change/done/", auth_views.PasswordChangeDoneView.as_view(), name="password_change_done"),
     path("api/v1/", api.urls),
     path("", include("quests.retention.urls")),
+    path("", include("notifications.urls")),
     path("", include("quests.web.urls")),
 ]
 # Django's password-reset pages only once the server sends email (QUESTLOG_PASSWORD_RESET): until

@@ -25,6 +25,7 @@ from django.urls import URLPattern, URLResolver, get_resolver
 from django.utils import timezone
 
 from checkpoints.models import Checkpoint, GraphCheckpoint, GraphWrite, Operation, Record
+from notifications.models import WebhookEndpoint
 from quests.api import api
 from quests.models import (
     AgentToken, Approval, Constraint, GraphThread, Hold, MemoryItem, MemoryProposal, Milestone, Mission, Run,
@@ -113,6 +114,14 @@ def people_only_api(ok: int = 200) -> dict[str, int]:
     )
 
 
+def own_people_api(ok: int = 200) -> dict[str, int]:
+    """A collection of the person's own things that only a person may see or add to (webhooks)."""
+    return answers(
+        anonymous=401, owner_session=ok, owner_token=403, other_mission_token=403, revoked_token=401,
+        other_session=ok, other_token=403, staff=ok,
+    )
+
+
 def own_api(ok: int = 200) -> dict[str, int]:
     """A collection of the caller's own things, or a new one of them: any valid caller."""
     return answers(
@@ -146,6 +155,19 @@ EXPECTED: dict[tuple[str, str], dict[str, int]] = {
     ("POST", "tokens/"): own_page(200),  # a new token is shown once, on the page itself
     ("GET", "settings/"): own_page(200),
     ("POST", "settings/"): own_page(302),  # saved, then back to the page
+    ("GET", "settings/notifications/"): own_page(200),
+    ("POST", "settings/notifications/"): login_first_405(),
+    ("GET", "settings/notifications/preferences/"): login_first_405(),
+    ("POST", "settings/notifications/preferences/"): own_page(302),  # saved (nothing sent: nothing changes)
+    ("GET", "settings/notifications/webhooks/"): login_first_405(),
+    ("POST", "settings/notifications/webhooks/"): own_page(422),  # an empty form: the page with its error
+    ("GET", "settings/notifications/webhooks/<int:pk>/test/"): login_first_405(),
+    ("POST", "settings/notifications/webhooks/<int:pk>/test/"): people_page(302),
+    ("GET", "settings/notifications/webhooks/<int:pk>/remove/"): login_first_405(),
+    ("POST", "settings/notifications/webhooks/<int:pk>/remove/"): people_page(302),
+    # An email's unsubscribe link needs no sign-in: the signed token is the proof (a made-up one: 404).
+    ("GET", "settings/notifications/unsubscribe/<str:token>/"): public(404),
+    ("POST", "settings/notifications/unsubscribe/<str:token>/"): public(404),
     ("GET", "memory/"): own_page(200),
     ("POST", "memory/"): login_first_405(),
     ("GET", "account/export/"): own_page(200),
@@ -253,6 +275,12 @@ EXPECTED: dict[tuple[str, str], dict[str, int]] = {
     ("POST", "/api/v1/missions/{int:mission_id}/standing-decisions/{int:standing_id}/revoke"): people_only_api(200),
     ("POST", "/api/v1/memory-proposals/{int:proposal_id}/decision"): people_only_api(200),
     ("DELETE", "/api/v1/memory/{int:item_id}"): people_only_api(200),
+    # A person's own webhooks: any person, never an agent token.
+    ("GET", "/api/v1/webhooks"): own_people_api(200),
+    ("POST", "/api/v1/webhooks"): own_people_api(201),
+    ("DELETE", "/api/v1/webhooks/{int:webhook_id}"): people_only_api(200),
+    ("POST", "/api/v1/webhooks/{int:webhook_id}/test"): people_only_api(202),
+    ("GET", "/api/v1/webhooks/{int:webhook_id}/deliveries"): people_only_api(200),
     # --- API: LangGraph. A thread id names a thread of the CALLER's: another user asking with the
     # owner's thread id reads nothing of hers and writes to (or creates) a thread of their own;
     # test_nothing_of_the_owner_changes_but_by_the_owner proves her thread untouched. A token
@@ -323,6 +351,7 @@ def build_world() -> World:
         "token": owner_token.pk,
         "hold": hold.pk,
         "standing": standing.pk,
+        "webhook": WebhookEndpoint.objects.create(owner=alice, url="https://hooks.example.com/q", events=["approval.requested"], secret="whsec_" + "A" * 44).pk,
         "thread": f"thread-{mission.pk}",
         "alice": alice,
     }
@@ -399,12 +428,13 @@ def all_rows() -> list[tuple[str, str]]:
 API_PARAMS = {
     "mission_id": "mission", "run_id": "run", "checkpoint_id": "checkpoint", "operation_id": "operation",
     "approval_id": "approval", "milestone_id": "milestone", "proposal_id": "proposal", "item_id": "item",
-    "constraint_id": "constraint", "standing_id": "standing",
+    "constraint_id": "constraint", "standing_id": "standing", "webhook_id": "webhook",
 }
 # Page routes name their objects `pk` (and `cid`, a constraint): which object a pk is, by route.
 PAGE_PK = {
     "missions/": "mission", "checkpoints/": "checkpoint", "approvals/": "approval", "milestones/": "milestone",
     "tokens/": "token", "memory/items/": "item", "memory/proposals/": "proposal", "staff/retention/holds/": "hold",
+    "settings/notifications/webhooks/": "webhook",
 }
 
 
@@ -448,6 +478,8 @@ GRAPH_CHECKPOINT = {"v": 4, "ts": "2026-12-03T00:00:00+00:00", "channel_versions
 # Minimal valid bodies (and GET queries) per API operation, keyed as in EXPECTED.
 API_BODIES: dict[tuple[str, str], Body] = {
     ("POST", "/api/v1/missions"): lambda ids: {"title": "Another", "objective": "o"},
+    # A public address written as one: registration checks it without a DNS lookup.
+    ("POST", "/api/v1/webhooks"): lambda ids: {"url": "https://93.184.215.14/hook", "events": ["approval.requested"]},
     ("POST", "/api/v1/missions/{int:mission_id}/constraints"): lambda ids: {"text": "Never book before noon"},
     ("POST", "/api/v1/missions/{int:mission_id}/runs"): lambda ids: {"agent": "matrix"},
     ("POST", "/api/v1/runs/{int:run_id}/checkpoints"): lambda ids: {"agent_state": {"step": 1}},

@@ -159,7 +159,9 @@ def on_not_found(request: HttpRequest, exc: Http404) -> HttpResponse:
 
 
 from quests.api import agent, graph, people  # noqa: E402  (routers register on `api`)
+from notifications.api import router as webhooks_router  # noqa: E402  (the notifications app's people API)
 
 api.add_router("", agent.router)
 api.add_router("", people.router)
 api.add_router("", graph.router)
+api.add_router("", webhooks_router)

@@ -10,6 +10,7 @@ from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
 from checkpoints.models import Checkpoint
+from notifications import events as notify
 from quests import limits, statediff
 from quests.models import Approval, ApprovalStatus, AuditEvent, Milestone, MilestoneKind, Mission, MissionStatus, ReviewStatus, Run, StopReason
 from quests.services import idempotency, machine
@@ -124,6 +125,7 @@ def _ask(actor: Actor, mission: Mission, run: Run | None, items: list[dict[str, 
         for approval in approvals
     )
     standing_decisions_apply(actor=actor, mission=mission, approvals=approvals)
+    notify.notify_approvals_requested(mission, approvals)
     return approvals
 
 
@@ -330,6 +332,7 @@ def milestone_claim(
             raise InvalidInput("Evidence must name records of this mission.", field="evidence")
         milestone = Milestone.objects.create(mission=mission, run=run, kind=kind, title=title, summary=summary, evidence=evidence, gate=gate)
         audit(actor=actor, mission=mission, entity="milestone", entity_id=milestone.pk, action="claim", to_state="pending_review", gate=gate)
+        notify.notify_milestone_claimed(mission, milestone)
         if gate:
             run_end(
                 mission, run, event="await_approval", to=MissionStatus.WAITING_FOR_APPROVAL,

@@ -13,6 +13,7 @@ from django.utils import timezone
 
 from checkpoints.models import Operation, OperationStatus as O
 from checkpoints.roundtrip import RoundTrip
+from notifications.events import notify_mission_moved
 from quests.models import (
     Approval,
     ApprovalStatus as A,
@@ -277,6 +278,7 @@ def transition(
         detail=detail or "",
         trip=trip,
     )
+    notify_mission_moved(mission, to)
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from checkpoints.roundtrip import RoundTrip
-
+from notifications.events import notify_run_stalled
 from quests.models import Mission, MissionStatus, Run, StopReason
 from quests.services import idempotency, machine, pending
 from quests.services.access import visible
@@ -144,5 +144,6 @@ def sweep_stalled_runs(now: datetime | None = None) -> int:
                 detail="The run stopped sending heartbeats.",
                 actor=SYSTEM,
             )
+            notify_run_stalled(mission, run)
             ended += 1
     return ended

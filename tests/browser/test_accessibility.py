@@ -334,6 +334,28 @@ def settings_with_a_form_error(world):
     expect(world.page.get_by_role("alert")).to_contain_text("is not a time zone we know")
 
 
+def notifications_with_a_webhook_and_its_secret(world):
+    signed_in(world, "/settings/notifications/")
+    # A public address written as one: accepted without a DNS lookup.
+    world.page.get_by_label("URL").fill("https://93.184.215.14/questlog")
+    world.page.get_by_role("button", name="Add webhook").click()
+    expect(world.page.get_by_label("Signing secret")).to_be_visible()
+
+
+def notifications_with_a_form_error(world):
+    signed_in(world, "/settings/notifications/")
+    world.page.get_by_label("URL").fill("http://127.0.0.1/hook")
+    world.page.get_by_role("button", name="Add webhook").click()
+    expect(world.page.get_by_role("alert")).to_contain_text("loopback")
+
+
+def unsubscribe_page(world):
+    from notifications.sending import unsubscribe_url
+
+    world.open_page(unsubscribe_url(world.user.pk, "mission.completed").removeprefix("http://localhost:8000"))
+    expect(world.page.get_by_role("button", name="Unsubscribe")).to_be_visible()
+
+
 def not_found(world):
     assert signed_in(world, "/missions/999999/").status == 404
 
@@ -382,6 +404,9 @@ SCANS = [
     Scan("tokens/", tokens_at_phone_width),
     Scan("settings/", settings_page),
     Scan("settings/", settings_with_a_form_error),
+    Scan("settings/notifications/", notifications_with_a_webhook_and_its_secret),
+    Scan("settings/notifications/", notifications_with_a_form_error, landed="settings/notifications/webhooks/"),
+    Scan("settings/notifications/unsubscribe/<str:token>/", unsubscribe_page),
     Scan("accounts/login/", login_page),
     Scan("accounts/login/", login_with_an_error),
     Scan("staff/retention/", staff_retention),

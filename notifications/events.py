@@ -1,0 +1,158 @@
+"""Where events enter the outbox. The quests services call one function here from inside the
+transaction that makes the event happen, so a notification exists exactly when its event does
+(a rolled-back request leaves none). Delivery is published after the commit, by task name.
+
+What goes into `data` is chosen here and nowhere else: ids, titles, the action and reason, the
+respond-by time and links to the pages where the person decides. Never agent state, payloads or
+checkpoint contents."""
+
+import logging
+from collections.abc import Iterable
+from datetime import datetime
+from typing import Any
+
+from celery import current_app
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.urls import reverse
+
+from notifications.models import (
+    DEFAULT_MODES, Channel, Delivery, DeliveryStatus, EventKind, Mode, Notification, NotificationPreference, WebhookEndpoint,
+)
+
+logger = logging.getLogger(__name__)
+# mission status -> the event its arrival emits
+MISSION_EVENTS = {"blocked": EventKind.MISSION_BLOCKED, "failed": EventKind.MISSION_FAILED, "completed": EventKind.MISSION_COMPLETED}
+DELIVERY_TASK = "notifications.tasks.delivery_send_task"
+
+
+def link(path: str) -> str:
+    return settings.QUESTLOG_BASE_URL + path
+
+
+def mission_data(mission: Any) -> dict[str, Any]:
+    return {"id": mission.pk, "title": mission.title, "status": mission.status, "url": link(reverse("mission", args=[mission.pk]))}
+
+
+def notify_approvals_requested(mission: Any, approvals: Iterable[Any]) -> None:
+    """Each approval still pending once standing decisions had their say. A batch reads the
+    person's choice and endpoints once."""
+    pending = [approval for approval in approvals if approval.status == "pending"]
+    if not pending:
+        return
+    kind = EventKind.APPROVAL_REQUESTED
+    mode, endpoints = mode_for(mission.owner_id, kind), endpoints_for(mission.owner_id, kind)
+    for approval in pending:
+        emit(kind=kind, owner_id=mission.owner_id, mission=mission, dedupe_key=f"approval.requested:{approval.pk}",
+             data=approval_data(mission, approval), mode=mode, endpoints=endpoints)
+
+
+def notify_approval_expiring(mission: Any, approval: Any) -> Notification | None:
+    return emit(kind=EventKind.APPROVAL_EXPIRING, owner_id=mission.owner_id, mission=mission,
+                dedupe_key=f"approval.expiring:{approval.pk}", data=approval_data(mission, approval))
+
+
+def approval_data(mission: Any, approval: Any) -> dict[str, Any]:
+    respond_by: datetime | None = approval.respond_by
+    return {
+        "mission": mission_data(mission),
+        "approval": {"id": approval.pk, "action": approval.action, "reason": approval.reason,
+                     "respond_by": respond_by.isoformat() if respond_by else None},
+        "needed": f"Approve or reject “{approval.action}”",
+        "reason": approval.reason,
+        "url": link(reverse("inbox")) + f"#approval-{approval.pk}",
+    }
+
+
+def notify_milestone_claimed(mission: Any, milestone: Any) -> None:
+    emit(
+        kind=EventKind.MILESTONE_AWAITING_REVIEW, owner_id=mission.owner_id, mission=mission,
+        dedupe_key=f"milestone.awaiting_review:{milestone.pk}",
+        data={
+            "mission": mission_data(mission),
+            "milestone": {"id": milestone.pk, "kind": milestone.kind, "title": milestone.title, "gate": milestone.gate},
+            "needed": f"Review the milestone “{milestone.title}”",
+            "reason": milestone.summary[:500],
+            "url": link(reverse("inbox")) + f"#milestone-{milestone.pk}",
+        },
+    )
+
+
+def notify_mission_moved(mission: Any, to: str) -> None:
+    """Called by every mission transition; only blocked, failed and completed are events. The
+    mission's state version tells one arrival from a later one."""
+    kind = MISSION_EVENTS.get(to)
+    if kind is None:
+        return
+    needed = {
+        EventKind.MISSION_BLOCKED: "Nothing, unless you can unblock it",
+        EventKind.MISSION_FAILED: "Look at the quest and decide how it goes on",
+        EventKind.MISSION_COMPLETED: "Nothing: the quest is done",
+    }[kind]
+    emit(kind=kind, owner_id=mission.owner_id, mission=mission, dedupe_key=f"{kind}:{mission.pk}:{mission.state_version}",
+         data={"mission": mission_data(mission), "needed": needed, "reason": mission.stop_detail[:500], "url": mission_data(mission)["url"]})
+
+
+def notify_run_stalled(mission: Any, run: Any) -> None:
+    emit(
+        kind=EventKind.RUN_STALLED, owner_id=mission.owner_id, mission=mission, dedupe_key=f"run.stalled:{run.pk}",
+        data={"mission": mission_data(mission), "run": {"id": run.pk, "number": run.number, "agent": run.agent},
+              "needed": "Check on the agent: its run stopped sending heartbeats", "reason": run.stop_detail[:500],
+              "url": mission_data(mission)["url"]},
+    )
+
+
+def mode_for(owner_id: int, kind: str) -> str:
+    chosen = NotificationPreference.objects.filter(owner_id=owner_id, kind=kind).values_list("mode", flat=True).first()
+    return chosen or DEFAULT_MODES.get(kind, Mode.IMMEDIATELY)
+
+
+def endpoints_for(owner_id: int, kind: str) -> list[WebhookEndpoint]:
+    return [e for e in WebhookEndpoint.objects.filter(owner_id=owner_id, disabled_at__isnull=True) if kind in e.events]
+
+
+def emit(
+    *, kind: str, owner_id: int, dedupe_key: str, data: dict[str, Any], mission: Any = None,
+    endpoints: list[WebhookEndpoint] | None = None, email: bool | None = None, mode: str | None = None,
+) -> Notification | None:
+    """Write one notification and its deliveries in the caller's transaction; None when this
+    event was emitted before. `endpoints` and `email` (or `mode`, read once for a batch) override
+    the person's choices (a test event goes to one endpoint; a disabled endpoint is told by email
+    only)."""
+    if Notification.objects.filter(dedupe_key=dedupe_key).exists():
+        return None
+    if mode is None:
+        mode = mode_for(owner_id, kind) if email is None else Mode.IMMEDIATELY if email else Mode.OFF
+    try:
+        with transaction.atomic():  # a savepoint: a concurrent twin loses here, not the caller's transaction
+            notification = Notification.objects.create(
+                kind=kind, owner_id=owner_id, dedupe_key=dedupe_key, data=data, mission=mission, in_digest=mode == Mode.DIGEST
+            )
+    except IntegrityError:
+        return None
+    email = mode == Mode.IMMEDIATELY
+    if endpoints is None:
+        endpoints = endpoints_for(owner_id, kind)
+    deliveries = [Delivery(notification=notification, channel=Channel.EMAIL, message_id=f"{notification.event_id.hex}.email")] if email else []
+    deliveries += [
+        Delivery(notification=notification, channel=Channel.WEBHOOK, endpoint=endpoint, message_id=f"msg_{notification.event_id.hex}_{endpoint.pk}")
+        for endpoint in endpoints
+    ]
+    for delivery in deliveries:
+        delivery.next_attempt_at = notification.created_at
+        delivery.status = DeliveryStatus.PENDING
+    ids = [d.pk for d in Delivery.objects.bulk_create(deliveries)]
+    if ids:
+        transaction.on_commit(lambda: publish(ids))
+    return notification
+
+
+def publish(delivery_ids: list[int]) -> None:
+    """After the commit. A publish that fails (the broker is down) is not lost: the delivery row
+    is pending, and the sweep publishes it again."""
+    for delivery_id in delivery_ids:
+        try:
+            current_app.send_task(DELIVERY_TASK, args=[delivery_id])
+        except Exception:  # noqa: BLE001 - any broker failure: the sweep's to retry
+            logger.warning("Deliveries %s not published; the sweep will retry them.", delivery_ids, exc_info=True)
+            return
