@@ -13,8 +13,8 @@ from collections.abc import Awaitable, Callable
 from typing import Any, Literal
 
 from mcp.server.mcpserver import MCPServer
-from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError
-from mcp_types import CallToolResult, TextContent
+from mcp.shared.exceptions import MCPError
+from mcp_types import INTERNAL_ERROR, INVALID_PARAMS, CallToolResult, TextContent
 
 from questlog_client import errors
 from questlog_client.mcp.backend import Backend, Json
@@ -196,15 +196,22 @@ def add_briefing(server: MCPServer, backend_for: BackendFor) -> None:
     @server.prompt(name="resume_mission", title="Resume a Questlog mission",
                    description="The briefing for the next session: objective, constraints, decisions, what is done, what waits, what to do next.")
     async def resume_prompt(mission_id: int) -> str:
-        return briefing(await backend_for().resume(mission_id))
+        return briefing(await bundle_of(backend_for(), mission_id))
 
     @server.resource("questlog://missions/{mission_id}/resume", name="mission_resume", mime_type="application/json",
                      description="A mission's resume bundle, as the agent API answers it.")
     async def resume_resource(mission_id: int) -> str:
-        try:
-            bundle = await backend_for().resume(mission_id)
-        except errors.ApiError as exc:
-            # An anticipated refusal reaches the client with the API's words; another person's
-            # mission is as absent as one that never existed.
-            raise (ResourceNotFoundError if exc.status == 404 else ResourceError)(f"{exc.code}: {exc.message}") from None
-        return json.dumps(bundle_result(bundle))
+        return json.dumps(bundle_result(await bundle_of(backend_for(), mission_id)))
+
+
+async def bundle_of(backend: Backend, mission_id: int) -> Json:
+    """The bundle for the prompt and the resource, whose refusals are protocol errors (they have no
+    isError result): the API's code and sentence as the message, its error object as the data.
+    Another person's mission is as absent as one that never existed."""
+    try:
+        return await backend.resume(mission_id)
+    except errors.ApiError as exc:
+        code = INVALID_PARAMS if 400 <= exc.status < 500 else INTERNAL_ERROR
+        raise MCPError(code, f"{exc.code}: {exc.message}", {**exc.error, "code": exc.code, "message": exc.message}) from None
+    except errors.QuestlogError as exc:
+        raise MCPError(INTERNAL_ERROR, f"unreachable: {exc}") from None
