@@ -284,3 +284,20 @@ def test_the_prompt_is_the_briefing_and_the_resource_the_bundle(url, token, mcp,
     assert bundle["mission_id"] == mission_id and bundle["agent_state"] == {"next": "invitations"}
     assert bundle["next_action"] == "await_approval"
     assert bundle["operations"]["completed"][0]["receipt"] == {"ref": "H-9"}
+
+
+def test_a_server_stream_is_not_offered_and_an_oversized_body_is_refused(url, token, settings):
+    headers = {"Authorization": f"Bearer {token}", "Accept": "text/event-stream"}
+    assert httpx.get(url + "/mcp", headers=headers, timeout=10).status_code == 405
+    settings.QUESTLOG_MAX_TOOL_OUTPUT_BYTES = 1000
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"padding": "x" * 2000}}
+    answer = httpx.post(url + "/mcp", json=body, headers={**headers, "Accept": "application/json, text/event-stream"}, timeout=10)
+    assert answer.status_code == 413 and answer.json()["error"]["code"] == "payload_too_large"
+
+
+def test_a_tool_call_keeps_to_the_endpoints_body_limit(url, token, mcp, settings):
+    run_id = started(mcp, offsite(mcp))
+    settings.QUESTLOG_MAX_BODY_BYTES = 2000
+    too_big = refused(mcp.call("save_checkpoint", run_id=run_id, agent_state={"notes": "x" * 3000}))
+    assert too_big["code"] == "payload_too_large"
+    assert ok(mcp.call("add_record", run_id=run_id, kind="tool_output", text="y" * 3000))["kind"] == "tool_output"

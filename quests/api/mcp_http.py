@@ -67,6 +67,12 @@ def mcp_endpoint(request: HttpRequest) -> HttpResponse:
         return database_unavailable_response(exc)
     if actor is None:
         return refusal(401, "unauthenticated", UNAUTHENTICATED)
+    if request.method != "POST":
+        # A GET would open a server stream and a DELETE end a session: stateless, there are
+        # neither, and the specification answers both with 405.
+        response = refusal(405, "method_not_allowed", "This MCP server is stateless: send each JSON-RPC message as a POST.")
+        response["Allow"] = "POST"
+        return response
     reset = current_actor.set(actor)
     try:
         status, headers, body = async_to_sync(served)(asgi_scope(request), request.body)
