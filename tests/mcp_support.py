@@ -23,10 +23,13 @@ TOOLS = {
 
 
 @asynccontextmanager
-async def connected(base_url: str, token: str | None):
-    headers = {"Authorization": f"Bearer {token}"} if token else {}
+async def connected(base_url: str, token: str | None, *, endpoint: str | None = None, headers: dict[str, str] | None = None):
+    """A client of the server at `base_url` with a bearer token, or of `endpoint` with `headers`
+    exactly as a host's configuration gives them."""
+    if headers is None:
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
     async with create_mcp_http_client(headers=headers) as http:
-        async with Client(streamable_http_client(base_url.rstrip("/") + "/mcp", http_client=http)) as client:
+        async with Client(streamable_http_client(endpoint or base_url.rstrip("/") + "/mcp", http_client=http)) as client:
             yield client
 
 
@@ -41,8 +44,8 @@ class McpHost:
     """One client session kept open across calls, as a host keeps it for a conversation: its event
     loop runs in a thread of its own, and `call` waits for each answer."""
 
-    def __init__(self, base_url: str, token: str) -> None:
-        self.base_url, self.token = base_url, token
+    def __init__(self, base_url: str, token: str | None, *, endpoint: str | None = None, headers: dict[str, str] | None = None) -> None:
+        self.base_url, self.token, self.endpoint, self.headers = base_url, token, endpoint, headers
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
         self.thread.start()
@@ -58,7 +61,7 @@ class McpHost:
 
         async def hold() -> None:
             try:
-                async with connected(self.base_url, self.token) as client:
+                async with connected(self.base_url, self.token, endpoint=self.endpoint, headers=self.headers) as client:
                     opened.set_result(client)
                     await self._closing.wait()
             except BaseException as exc:  # noqa: BLE001  (reported to the caller of __init__)
@@ -66,6 +69,11 @@ class McpHost:
                     opened.set_exception(exc)
         self._holder = self.loop.create_task(hold())
         return await opened
+
+    @classmethod
+    def configured(cls, config: dict[str, Any]) -> "McpHost":
+        """A host configured with an `mcpServers` entry of type http: its URL and headers only."""
+        return cls("", None, endpoint=config["url"], headers=config["headers"])
 
     def call(self, name: str, **arguments: Any) -> CallToolResult:
         return self._wait(self.client.call_tool(name, arguments))
