@@ -4,12 +4,14 @@ person's, a mission-limited one, a bad one), exactly-once `begin_operation`, the
 resource."""
 
 from datetime import timedelta
+from types import SimpleNamespace
 
 import httpx
 import pytest
 from django.utils import timezone
 
 from quests.models import Mission, Run
+from quests.services import throttle
 from quests.services.runs import sweep_stalled_runs
 from quests.services.tokens import token_create
 from tests.mcp_support import TOOLS, McpHost, ok, refused, with_client
@@ -301,3 +303,21 @@ def test_a_tool_call_keeps_to_the_endpoints_body_limit(url, token, mcp, settings
     too_big = refused(mcp.call("save_checkpoint", run_id=run_id, agent_state={"notes": "x" * 3000}))
     assert too_big["code"] == "payload_too_large"
     assert ok(mcp.call("add_record", run_id=run_id, kind="tool_output", text="y" * 3000))["kind"] == "tool_output"
+
+
+def test_the_api_rate_counts_mcp_requests_and_never_refuses_a_receipt(url, token, mcp, settings, monkeypatch):
+    run_id = started(mcp, offsite(mcp))
+    go = ok(mcp.call("begin_operation", run_id=run_id, key="k", kind="email", target="t", request={}))
+    settings.QUESTLOG_API_RATE = 1
+    monkeypatch.setattr(throttle, "time", SimpleNamespace(time=lambda: 1_000_000.0))
+    headers = {"Authorization": f"Bearer {token}", "Accept": "application/json, text/event-stream"}
+
+    def call(name: str, arguments: dict) -> httpx.Response:
+        message = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": name, "arguments": arguments}}
+        return httpx.post(url + "/mcp", json=message, headers=headers, timeout=10)
+
+    assert call("list_missions", {}).status_code == 200
+    limited = call("list_missions", {})
+    assert limited.status_code == 429 and limited.json()["error"]["code"] == "rate_limited" and limited.headers["Retry-After"]
+    receipt = call("complete_operation", {"operation_id": go["operation_id"], "external_id": "m1", "external_status": "sent"})
+    assert receipt.status_code == 200 and receipt.json()["result"]["structuredContent"]["status"] == "completed"

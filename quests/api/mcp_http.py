@@ -5,6 +5,7 @@ JSON answer, no session kept between requests — so the same WSGI server (`runs
 `make run`, gunicorn's threaded workers for `make serve`) serves it beside the pages and the API.
 The tools run on this request's thread (questlog_client.mcp.tools over quests/api/mcp_backend.py)."""
 
+import json
 from functools import cache
 from typing import Any
 
@@ -34,6 +35,11 @@ def mcp_server() -> MCPServer:
     return build_server(backend_for_request)
 
 
+# The tools that record an operation's receipt: counted against the rate but never refused, as on
+# the API (quests/services/throttle.py): the side effect happened, and its record must not be lost.
+RECEIPT_TOOLS = {"complete_operation", "fail_operation"}
+
+
 def bearer_actor(request: HttpRequest) -> Actor | None:
     scheme, _, raw = request.headers.get("Authorization", "").partition(" ")
     if scheme.lower() != "bearer" or not raw.strip():
@@ -41,8 +47,18 @@ def bearer_actor(request: HttpRequest) -> Actor | None:
     token = token_authenticate(raw.strip())
     if token is None:
         return None
-    throttle.api_request_count(token.token_hash, receipt=False)  # the API's rate, per MCP request
+    throttle.api_request_count(token.token_hash, receipt=is_receipt(request.body))  # the API's rate, per MCP request
     return Actor(user=token.user, token=token)
+
+
+def is_receipt(body: bytes) -> bool:
+    """Whether the request is a call of a receipt tool (anything unreadable is not)."""
+    try:
+        message = json.loads(body)
+    except ValueError:
+        return False
+    params = message.get("params") if isinstance(message, dict) else None
+    return message.get("method") == "tools/call" and isinstance(params, dict) and params.get("name") in RECEIPT_TOOLS
 
 
 def refusal(status: int, code: str, message: str, /, **extra: Any) -> HttpResponse:
