@@ -293,7 +293,12 @@ LOGGING = {
     "disable_existing_loggers": False,
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "root": {"handlers": ["console"], "level": os.environ.get("QUESTLOG_LOG_LEVEL", "INFO")},
-    "loggers": {"django.db.backends": {"level": "INFO"}},
+    "loggers": {
+        "django.db.backends": {"level": "INFO"},
+        # `/mcp` runs the MCP SDK's handler once per request (quests/api/mcp_http.py): its start and
+        # stop lines would be two lines of noise for every tool call.
+        "mcp.server.streamable_http_manager": {"level": "WARNING"},
+    },
 }
 
 # Throttling (README: "Throttling"). Failed logins are counted by django-axes in the database, per

@@ -10,6 +10,7 @@ from django.urls import include, path
 from django.views.defaults import page_not_found, server_error
 
 from quests.api import DATABASE_RETRY_AFTER, api, database_unavailable_response
+from quests.api.mcp_http import mcp_endpoint
 from quests.web.login import AdminLoginForm, LoginForm
 
 admin.site.login_form = AdminLoginForm
@@ -23,6 +24,8 @@ urlpatterns = [
     path("accounts/password_change/", auth_views.PasswordChangeView.as_view(), name="password_change"),
     path("accounts/password_change/done/", auth_views.PasswordChangeDoneView.as_view(), name="password_change_done"),
     path("api/v1/", api.urls),
+    # The MCP server (streamable HTTP) for agent hosts, on the same bearer tokens as the API.
+    path("mcp", mcp_endpoint, name="mcp"),
     path("", include("quests.retention.urls")),
     path("", include("notifications.urls")),
     path("", include("quests.web.urls")),

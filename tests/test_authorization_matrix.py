@@ -130,12 +130,34 @@ def own_api(ok: int = 200) -> dict[str, int]:
     )
 
 
+# MCP (`/mcp`): bearer tokens only; a session is no one there. An MCP answer is 200 whatever the
+# tool said: another person's object (or another mission's) is a tool error, `not_found`, inside it
+# (tests/test_mcp.py reads those), and the security matrix checks that it changed nothing.
+
+
+def mcp_post() -> dict[str, int]:
+    return answers(
+        anonymous=401, owner_session=401, owner_token=200, other_mission_token=200, revoked_token=401,
+        other_session=401, other_token=200, staff=401,
+    )
+
+
+def mcp_other_method() -> dict[str, int]:
+    """Stateless: no server stream (GET) and no session to end (DELETE), 405 once the token is known."""
+    return answers(
+        anonymous=401, owner_session=401, owner_token=405, other_mission_token=405, revoked_token=401,
+        other_session=401, other_token=405, staff=401,
+    )
+
+
 # --- THE table ----------------------------------------------------------------------------------
 # (method, route) → expected status per caller. Pages are Django routes (GET and POST each);
 # API routes are the ninja paths under /api/v1/.
 EXPECTED: dict[tuple[str, str], dict[str, int]] = {
     # Django's sign-in pages: public, or the signed-in person's own.
     ("GET", "accounts/login/"): public(200),
+    ("GET", "mcp"): mcp_other_method(),
+    ("POST", "mcp"): mcp_post(),
     ("POST", "accounts/login/"): public(302),  # Alice's name and password sign anyone in as her
     ("GET", "accounts/logout/"): public(405),
     ("POST", "accounts/logout/"): public(302),
@@ -454,6 +476,8 @@ def api_url(path: str, ids: dict) -> str:
 def ask(world: World, caller: str, method: str, url: str, body=None, form: dict | None = None):
     client = world.clients[caller]
     extra = world.headers.get(caller, {})
+    if url == "/mcp":
+        extra = {**extra, "HTTP_ACCEPT": "application/json, text/event-stream"}  # what an MCP client accepts
     if method == "GET":
         return client.get(url, body or {}, **extra)
     if form is not None:
@@ -469,6 +493,9 @@ def request_for(method: str, route: str, ids: dict) -> tuple[str, dict | None, d
         return api_url(route, ids), API_BODIES.get((method, route), lambda ids: None)(ids), None
     if route == "admin/":
         return "/admin/", None, None
+    if route == "mcp" and method == "POST":  # a tool call on the owner's run, as a host sends it
+        arguments = {"run_id": ids["run"], "kind": "decision", "text": "Use Lakeside"}
+        return "/mcp", {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "add_record", "arguments": arguments}}, None
     form = PAGE_FORMS.get(route, lambda ids: {})(ids) if method == "POST" else None
     return page_url(route, ids), None, form
 

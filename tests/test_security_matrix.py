@@ -39,9 +39,9 @@ SIGN_IN_PAGES = (settings.LOGIN_URL, "/admin/login/")
 
 def people_only(row: tuple[str, str]) -> bool:
     """An API operation that refuses every agent token (403), or any page: pages are for people,
-    and a token on a page is no one."""
+    and a token on a page is no one. `/mcp` is for agents, as the API is."""
     method, route = row
-    if route.startswith("/api/v1/"):
+    if route.startswith("/api/v1/") or route == "mcp":
         return EXPECTED[row]["owner_token"] == 403
     return True
 

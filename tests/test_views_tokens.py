@@ -1,5 +1,7 @@
 """Agent tokens /tokens/: create (shown once), list by name and last use, revoke."""
 
+import html
+import json
 import re
 from datetime import timedelta
 
@@ -190,3 +192,16 @@ def test_revoking_from_the_second_page_answers_with_the_second_page(alice_client
     assert response.status_code == 200
     assert "Page 2 of 2" in body and "agent 29" in body
     assert alice_client.post(f"/tokens/{tokens[0].pk}/revoke/", {"next": "/tokens/?page=2"})["Location"] == "/tokens/?page=2"
+
+
+def test_a_new_token_comes_with_its_mcp_host_configuration(alice_client, alice):
+    body = alice_client.post("/tokens/", {"name": "desktop host"}).content.decode()
+    raw = body[body.index('id="new-token-value"'):].split('value="', 1)[1].split('"', 1)[0]
+
+    def config(block_id: str) -> dict:
+        start = body.index(f'id="{block_id}"')
+        return json.loads(html.unescape(body[start:].split("<code>", 1)[1].split("</code>", 1)[0]))["mcpServers"]["questlog"]
+
+    assert config("mcp-http") == {"type": "http", "url": "http://testserver/mcp", "headers": {"Authorization": f"Bearer {raw}"}}
+    assert config("mcp-stdio") == {"command": "questlog-mcp", "env": {"QUESTLOG_URL": "http://testserver", "QUESTLOG_TOKEN": raw}}
+    assert "mcp-http" not in alice_client.get("/tokens/").content.decode()  # shown with the new token only

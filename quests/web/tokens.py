@@ -2,6 +2,7 @@
 a search (live with htmx, or with the Find button without JavaScript), so the page stays the same
 size however many missions the person has."""
 
+import json
 from typing import Any
 from urllib.parse import urlencode
 
@@ -49,6 +50,21 @@ def tokens_context(request: HttpRequest, problem: Problem | None = None, *, new_
         "page_url": reverse("tokens") + (f"?{urlencode({'page': listed.number})}" if listed.number > 1 else ""),
         "api_missions_url": request.build_absolute_uri("/api/v1/missions"),
         "api_base_url": request.build_absolute_uri("/").rstrip("/"),
+        **(mcp_host_configs(request, new_token) if new_token else {}),
+    }
+
+
+def mcp_host_configs(request: HttpRequest, token: str) -> dict[str, str]:
+    """What an MCP host's configuration needs for this token (README, "MCP hosts"): the `/mcp` URL
+    with the bearer header, or the `questlog-mcp` command with its environment. JSON written by
+    json.dumps, so that any URL or token is quoted correctly."""
+    base = request.build_absolute_uri("/").rstrip("/")
+    http = {"type": "http", "url": request.build_absolute_uri(reverse("mcp")), "headers": {"Authorization": f"Bearer {token}"}}
+    stdio = {"command": "questlog-mcp", "env": {"QUESTLOG_URL": base, "QUESTLOG_TOKEN": token}}
+    return {
+        "mcp_url": http["url"],
+        "mcp_http_config": json.dumps({"mcpServers": {"questlog": http}}, indent=2),
+        "mcp_stdio_config": json.dumps({"mcpServers": {"questlog": stdio}}, indent=2),
     }
 
 
