@@ -94,7 +94,7 @@ MIDDLEWARE = [
     "quests.middleware.RequestDeadlineMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
-    "django.middleware.common.CommonMiddleware",
+    "quests.middleware.ApiExactPathsCommonMiddleware",  # CommonMiddleware, minus APPEND_SLASH for /api
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",

@@ -5,6 +5,7 @@ from typing import Any
 
 from django.db.utils import InterfaceError, OperationalError
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.views.decorators.http import require_safe
 from ninja import NinjaAPI
 from ninja.errors import AuthenticationError, HttpError, ValidationError
 from ninja.parser import Parser
@@ -68,6 +69,8 @@ api = QuestlogAPI(
     auth=[AgentTokenAuth(), PersonSessionAuth()],
     urls_namespace="api",
     parser=StorableJsonParser(),
+    # The document and its docs page are read-only: another method is 405 like on any route.
+    docs_decorator=require_safe,
 )
 
 
