@@ -48,6 +48,23 @@ JSON_VALUE = {
 }
 
 
+# A query parameter whose text is a JSON object (the LangGraph listing's `filter`). The document
+# says so the way OpenAPI describes such a parameter, with `content` in place of `schema`, so that a
+# client sends (and schemathesis generates) a JSON object rather than any text; quests.api makes
+# that swap where a parameter's schema carries this marker.
+JSON_QUERY_MARKER = {"x-questlog": "JsonQuery"}
+JSON_QUERY_CONTENT = {
+    "application/json": {
+        "schema": {
+            "type": "object",
+            "description": "A JSON object, sent as the parameter's text (at most 10,000 characters); its values are free JSON values.",
+            "propertyNames": {"pattern": STORABLE},
+            "additionalProperties": JSON_VALUE_REF,
+        },
+    },
+}
+
+
 def _storable_json(value: Any) -> Any:
     # The parser has held the body's text and numbers to the rule already; this adds the depth,
     # counted from the free value itself, so an envelope (a LangGraph channel's {"version",
