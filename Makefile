@@ -50,7 +50,7 @@ test: install
 	$(PYTEST) $(PYTEST_ARGS)
 
 # The unit layer, for while you work: everything but the tests marked slow (real Celery workers,
-# servers, replaycheck) or browser (Chromium).
+# servers, replaycheck, schemathesis at depth) or browser (Chromium).
 test-fast: install
 	@scripts/ensure-services
 	$(PYTEST) -m "not slow and not browser" $(PYTEST_ARGS)

@@ -142,6 +142,13 @@ def test_a_bad_token_is_unauthenticated(mission, header):
     assert_error(response, 401, "unauthenticated")
 
 
+@pytest.mark.parametrize("header", ["", "Bearer qlt_not-a-real-token", "Basic YWxpY2U6YWxpY2U="])
+def test_credentials_sent_beside_a_session_are_judged_alone(person, mission, header):
+    """A bad or empty Authorization header is refused even when a signed-in session comes along."""
+    assert person.get("missions").status_code == 200
+    assert_error(person.client.get("/api/v1/missions", HTTP_AUTHORIZATION=header), 401, "unauthenticated")
+
+
 def test_a_revoked_token_is_unauthenticated(alice, mission):
     token, raw = token_create(user=alice, name="short-lived")
     api = ApiClient(Client(), raw)
