@@ -97,7 +97,7 @@ MIDDLEWARE = [
     "quests.middleware.RequestDeadlineMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
-    "django.middleware.common.CommonMiddleware",
+    "quests.middleware.ApiExactPathsCommonMiddleware",  # CommonMiddleware, minus APPEND_SLASH for /api
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
@@ -179,9 +179,10 @@ QUESTLOG_UNDO_SECONDS = env_int("QUESTLOG_UNDO_SECONDS", 60)
 
 # How often (seconds) an open page asks whether what it shows changed. "mission": a running
 # mission (its agent writes every few seconds); "mission_idle": a mission an agent may pick up at
-# any moment (ready, blocked); "board": while a quest runs; "inbox": the navigation's badge on
-# every page. A hidden tab asks nothing (static/js/questlog.js). The browser tests shorten them.
-QUESTLOG_POLL_SECONDS = {"mission": 3, "mission_idle": 15, "board": 4, "inbox": 15}
+# any moment (ready, blocked); "board" and "board_idle": the board, on the same rule
+# (quests/web/live.py); "inbox": the navigation's badge on every page. A hidden tab asks nothing
+# (static/js/questlog.js). The browser tests shorten them.
+QUESTLOG_POLL_SECONDS = {"mission": 3, "mission_idle": 15, "board": 4, "board_idle": 15, "inbox": 15}
 
 # Notifications (README: "Notifications"). Mail settings come from one URL (config/email.py); links
 # in mails and webhooks start with QUESTLOG_BASE_URL, the address people open Questlog at.

@@ -8,6 +8,7 @@ from django.contrib import messages
 from django.db import connection
 from django.db.utils import OperationalError
 from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.middleware.common import CommonMiddleware
 from django.shortcuts import resolve_url
 from django.utils import timezone
 from django.utils.http import url_has_allowed_host_and_scheme
@@ -17,6 +18,10 @@ from quests.services.errors import PayloadTooLarge
 from quests.services.preferences import SESSION_TIME_ZONE
 
 API_PREFIX = "/api/"
+
+
+def is_api_path(path: str) -> bool:
+    return path.startswith(API_PREFIX) or path == API_PREFIX.rstrip("/")
 
 # Raw tool output may be larger than other bodies; the endpoint re-checks by record kind.
 _RECORDS_PATH = re.compile(r"^/api/v1/runs/[^/]+/records/?$")
@@ -182,7 +187,7 @@ class ApiErrorBodyMiddleware:
 
     def __call__(self, request):
         response = self.get_response(request)
-        if not request.path.startswith(API_PREFIX) or response.status_code not in self.REWRITTEN:
+        if not is_api_path(request.path) or response.status_code not in self.REWRITTEN:
             return response
         if response.get("Content-Type", "").startswith("application/json"):
             return response  # already the API's own error body
@@ -191,3 +196,13 @@ class ApiErrorBodyMiddleware:
         if response.has_header("Allow"):
             rewritten["Allow"] = response["Allow"]
         return rewritten
+
+
+class ApiExactPathsCommonMiddleware(CommonMiddleware):
+    """Django's CommonMiddleware, except that an API path is never redirected to the same path with
+    a slash appended (APPEND_SLASH): a client does not follow a redirect to an error, and under
+    DEBUG a POST to such a path would be Django's HTML RuntimeError page. It is answered as it is:
+    the API's JSON 404 when nothing is there."""
+
+    def should_redirect_with_slash(self, request: HttpRequest) -> bool:
+        return not is_api_path(request.path_info) and super().should_redirect_with_slash(request)

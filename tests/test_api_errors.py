@@ -142,6 +142,13 @@ def test_a_bad_token_is_unauthenticated(mission, header):
     assert_error(response, 401, "unauthenticated")
 
 
+@pytest.mark.parametrize("header", ["", "Bearer qlt_not-a-real-token", "Basic YWxpY2U6YWxpY2U="])
+def test_credentials_sent_beside_a_session_are_judged_alone(person, mission, header):
+    """A bad or empty Authorization header is refused even when a signed-in session comes along."""
+    assert person.get("missions").status_code == 200
+    assert_error(person.client.get("/api/v1/missions", HTTP_AUTHORIZATION=header), 401, "unauthenticated")
+
+
 def test_a_revoked_token_is_unauthenticated(alice, mission):
     token, raw = token_create(user=alice, name="short-lived")
     api = ApiClient(Client(), raw)
@@ -340,10 +347,16 @@ def test_the_docs_page_is_served(agent):
 
 
 @pytest.mark.parametrize("debug", [False, True])
-@pytest.mark.parametrize("path", ["/api/v1/nope", "/api/v1/memory/null,null", "/api/v1/checkpoints/null,null", "/api/v1/missions/1/nope"])
+@pytest.mark.parametrize("path", [
+    "/api/v1/nope", "/api/v1/memory/null,null", "/api/v1/checkpoints/null,null", "/api/v1/missions/1/nope",
+    "/api", "/api/", "/api/v1", "/api/v1/", "/api/v2/missions", "/api/v1/missions/",
+])
 def test_a_path_the_api_does_not_have_is_a_json_404_with_debug_on_or_off(settings, agent, path, debug):
     settings.DEBUG = debug
     assert_error(agent.get(path), 404, "not_found")
+    # Not a redirect to the path with a slash either (under DEBUG a POST would be Django's HTML
+    # RuntimeError page): an API path is exact.
+    assert_error(agent.post(path, {"title": "t"}), 404, "not_found")
 
 
 @pytest.mark.parametrize("debug", [False, True])
@@ -353,3 +366,14 @@ def test_a_method_a_path_does_not_take_is_a_json_405_naming_the_allowed_ones(set
     assert_error(response, 405, "method_not_allowed")
     assert set(response["Allow"].replace(" ", "").split(",")) == {"GET", "POST"}
     assert_error(agent.delete("missions"), 405, "method_not_allowed")
+
+
+@pytest.mark.parametrize("debug", [False, True])
+@pytest.mark.parametrize("path", ["/api/v1/openapi.json", "/api/v1/docs"])
+def test_the_document_and_its_docs_page_take_only_get_and_head(settings, agent, path, debug):
+    settings.DEBUG = debug
+    for method in ("post", "delete"):
+        response = agent._call(method, path, {})
+        assert_error(response, 405, "method_not_allowed")
+        assert set(response["Allow"].replace(" ", "").split(",")) == {"GET", "HEAD"}
+    assert agent.client.head(path).status_code == 200

@@ -257,9 +257,9 @@ EXPECTED: dict[tuple[str, str], dict[str, int]] = {
     ("GET", "api/v1/"): public(404),  # django-ninja's root: nothing there
     ("POST", "api/v1/"): public(404),
     ("GET", "api/v1/openapi.json"): public(200),
-    ("POST", "api/v1/openapi.json"): public(200),  # read-only documents answer any method alike
+    ("POST", "api/v1/openapi.json"): public(405),  # read-only documents take GET and HEAD (issue 25: a wrong method is 405)
     ("GET", "api/v1/docs"): public(200),
-    ("POST", "api/v1/docs"): public(200),
+    ("POST", "api/v1/docs"): public(405),
     # --- API: collections of the caller's own things ---
     ("GET", "/api/v1/missions"): own_api(200),
     # A token limited to one mission cannot start another.

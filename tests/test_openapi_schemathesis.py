@@ -1,8 +1,12 @@
 """The OpenAPI document describes every answer: schemathesis generates requests from
 /api/v1/openapi.json against a live server and checks every response (status documented, body
 matching its schema, schema-valid requests accepted, invalid ones refused, auth enforced). Once
-as an agent with a token, once as a person with a session, so the people-only routes run too."""
+as an agent with a token, once as a person with a session and the CSRF header, each over every
+operation, at the depth the contract promises: all checks, 25 examples per operation, and every
+phase (the document's examples, the coverage phase's boundary cases, fuzzing and stateful
+sequences that feed one answer's ids into the next request)."""
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -13,6 +17,12 @@ from quests.services import snapshots
 
 ST = Path(sys.executable).with_name("st")
 CONFIG = Path(__file__).with_name("schemathesis.toml")
+ROOT = Path(__file__).resolve().parent.parent
+MAX_EXAMPLES = 25
+PHASES = "examples,coverage,fuzzing,stateful"
+
+# A few minutes each against a live server: left out of `make test-fast`, run by `make test`.
+pytestmark = pytest.mark.slow
 
 
 @pytest.fixture
@@ -37,18 +47,17 @@ def world(transactional_db, no_broker, live_server, agent, person, mission, run)
     return live_server.url
 
 
-def schemathesis(url: str, headers: list[str], tmp_path: Path, *options: str) -> subprocess.CompletedProcess:
-    # A fixed seed and few examples per operation: the same cases every run, in bounded time
-    # (the coverage phase's boundary cases are most of it).
+def schemathesis(url: str, headers: list[str], tmp_path: Path, *options: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    # A fixed seed: the same cases every run, in bounded time.
     command = [
         str(ST), "--config-file", str(CONFIG), "--no-color", "run", f"{url}/api/v1/openapi.json",
-        "--checks", "all", "--max-examples", "2", "--seed", "9", "--workers", "2",
+        "--checks", "all", "--max-examples", str(MAX_EXAMPLES), "--phases", PHASES, "--seed", "9", "--workers", "2",
         "--generation-database", "none", "--request-timeout", "30", *options,
     ]
     for header in headers:
         command += ["-H", header]
     # Its working directory is a temporary one: nothing it writes lands in the repository.
-    return subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    return subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=900, env={**os.environ, **(env or {})})
 
 
 def assert_no_failures(result: subprocess.CompletedProcess) -> None:
@@ -62,8 +71,11 @@ def test_every_answer_to_an_agent_token_matches_the_document(world, agent, tmp_p
 
 
 def test_every_answer_to_a_signed_in_person_matches_the_document(world, person, tmp_path):
-    """The people-only routes; the agent routes answer a session as they answer a token."""
+    """Every route as a person: the people-only ones, and the agent routes, which a session may call too."""
     cookies = person.client.cookies
-    session = f"Cookie: sessionid={cookies['sessionid'].value}; csrftoken={cookies['csrftoken'].value}"
-    result = schemathesis(world, [session, f"X-CSRFToken: {cookies['csrftoken'].value}"], tmp_path, "--include-tag", "people")
+    session = {
+        "SCHEMATHESIS_HOOKS": "tests.schemathesis_person", "PYTHONPATH": str(ROOT),
+        "QUESTLOG_ST_SESSION": cookies["sessionid"].value, "QUESTLOG_ST_CSRF": cookies["csrftoken"].value,
+    }
+    result = schemathesis(world, [], tmp_path, env=session)
     assert_no_failures(result)

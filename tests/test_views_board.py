@@ -126,12 +126,19 @@ def test_staff_see_nothing_of_other_users_quests(client, alice, bob):
     assert "Alice quest" not in client.get("/").content.decode()
 
 
-def test_it_polls_only_while_a_quest_is_running(alice_client, alice):
-    mission = new_mission(alice)
-    assert 'hx-trigger="every' not in opening_tag(alice_client.get("/").content.decode(), "quest-list")
-    mission, run = running(alice, "Running quest")
-    body = alice_client.get("/").content.decode()
-    assert 'hx-trigger="every 4s"' in opening_tag(body, "quest-list")
+def test_it_polls_on_the_mission_pages_rule_quickly_while_one_runs_slowly_while_one_may_start(alice_client, alice):
+    """The board asks what the mission page asks (quests.web.live): a ready quest can start at any
+    moment, so a board of ready quests polls too, only less often than one with a quest running."""
+    def board_tag() -> str:
+        return opening_tag(alice_client.get("/").content.decode(), "quest-list")
+
+    paused = new_mission(alice, "Paused quest")
+    missions.mission_pause(actor=person(alice), mission_id=paused.pk)
+    assert 'hx-trigger="every' not in board_tag()  # only a person moves a paused quest
+    new_mission(alice, "Ready quest")
+    assert 'hx-trigger="every 15s"' in board_tag()
+    running(alice, "Running quest")
+    assert 'hx-trigger="every 4s"' in board_tag()
 
 
 def test_a_poll_with_nothing_new_answers_204_and_a_change_answers_the_list(alice_client, alice):

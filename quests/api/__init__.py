@@ -5,13 +5,14 @@ from typing import Any
 
 from django.db.utils import InterfaceError, OperationalError
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.views.decorators.http import require_safe
 from ninja import NinjaAPI
 from ninja.errors import AuthenticationError, HttpError, ValidationError
 from ninja.parser import Parser
 
 from quests import storable
 from quests.api.auth import AgentTokenAuth, PersonSessionAuth
-from quests.api.schemas import JSON_VALUE, JSON_VALUE_MARKER, JSON_VALUE_REF
+from quests.api.schemas import JSON_QUERY_CONTENT, JSON_QUERY_MARKER, JSON_VALUE, JSON_VALUE_MARKER, JSON_VALUE_REF
 from quests.middleware import RequestDeadlineExceeded
 from quests.services.errors import InvalidInput, ServiceError
 
@@ -46,7 +47,20 @@ class QuestlogAPI(NinjaAPI):
         # Referenced by every free-form object of a request body (quests.api.schemas.JsonObject).
         schema["components"].setdefault("schemas", {})["JsonValue"] = JSON_VALUE
         _replace_markers(schema)
+        _json_query_parameters(schema)
         return schema
+
+
+def _json_query_parameters(schema: dict[str, Any]) -> None:
+    """A query parameter marked as JSON text (quests.api.schemas.JSON_QUERY_MARKER) is described by
+    its `content`: the JSON object its text holds, not a string any text would match."""
+    for item in schema["paths"].values():
+        for operation in item.values():
+            for parameter in operation.get("parameters", ()):
+                declared = parameter.get("schema", {})
+                if JSON_QUERY_MARKER in (declared, *declared.get("anyOf", ())):
+                    del parameter["schema"]
+                    parameter["content"] = JSON_QUERY_CONTENT
 
 
 def _replace_markers(node: Any) -> None:
@@ -68,6 +82,8 @@ api = QuestlogAPI(
     auth=[AgentTokenAuth(), PersonSessionAuth()],
     urls_namespace="api",
     parser=StorableJsonParser(),
+    # The document and its docs page are read-only: another method is 405 like on any route.
+    docs_decorator=require_safe,
 )
 
 

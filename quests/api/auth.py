@@ -18,8 +18,9 @@ class AgentTokenAuth(HttpBearer):
     def __call__(self, request: HttpRequest):
         # Credentials that are sent must be valid: falling back to a session cookie would let a
         # revoked or mistyped token (or another scheme) act as whoever is signed in in the same
-        # browser. Without the header, the session is tried next.
-        if not request.headers.get(self.header):
+        # browser. An empty header is sent credentials too (and refused). Without the header, the
+        # session is tried next.
+        if self.header not in request.headers:
             return None
         result = super().__call__(request)
         if result is None:

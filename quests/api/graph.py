@@ -12,7 +12,7 @@ from quests import limits
 from quests.api.auth import actor
 from quests.api.responses import ACT, BODY, READ, answers
 from quests import storable
-from quests.api.schemas import STORABLE, In, Int, JsonObject, JSON_VALUE_MARKER, StorableJson
+from quests.api.schemas import JSON_QUERY_MARKER, STORABLE, In, Int, JsonObject, JSON_VALUE_MARKER, StorableJson
 from quests.schemas import ApprovalOut, RunOut
 from quests.services import graph, graph_history, graph_reads, graph_threads
 from quests.services.errors import InvalidInput
@@ -161,7 +161,7 @@ class GraphListQuery(Schema):
     checkpoint_id: GraphId | None = None
     before: GraphId | None = None
     # The metadata filter as a JSON object: {"source": "input", "step": 2}.
-    filter: _string(10_000) | None = None
+    filter: Annotated[_string(10_000), WithJsonSchema(JSON_QUERY_MARKER)] | None = None
     limit: Annotated[int, Field(ge=1, le=graph.LIST_LIMIT)] = graph.LIST_LIMIT
 
 
@@ -309,7 +309,8 @@ def delete_thread(request: HttpRequest, body: ThreadIn):
     return {"deleted": int(graph_threads.graph_delete_thread(actor=actor(request), thread_id=body.thread_id))}
 
 
-@router.post("/langgraph/delete-for-runs", response=answers(CountOut, *ACT, *BODY))
+# A retention hold on a quest whose checkpoints these would delete: 409 `held`.
+@router.post("/langgraph/delete-for-runs", response=answers(CountOut, *ACT, *BODY, 409))
 def delete_for_runs(request: HttpRequest, body: RunsIn):
     return {"deleted": graph_threads.graph_delete_for_runs(actor=actor(request), run_ids=body.run_ids)}
 
@@ -322,6 +323,6 @@ def copy_thread(request: HttpRequest, body: CopyIn):
     return {"mission_id": target.pk if target else None}
 
 
-@router.post("/langgraph/prune", response=answers(CountOut, *ACT, *BODY))
+@router.post("/langgraph/prune", response=answers(CountOut, *ACT, *BODY, 409))
 def prune(request: HttpRequest, body: PruneIn):
     return {"deleted": graph_threads.graph_prune(actor=actor(request), thread_ids=body.thread_ids, strategy=body.strategy)}

@@ -28,26 +28,40 @@ NOT_BLANK = rf"^[^\u0000]*[^\u0000{SPACE}][^\u0000]*$"
 RFC3339 = re.compile(r"^\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})$", re.ASCII)
 
 # Every string in a free-form object, keys included, is held to the same rule by the body
-# parser (quests.api.StorableJsonParser), whatever its depth: the document says so with a
-# recursive schema, a component that quests.api adds. Pydantic refuses a reference to a schema
-# it did not make, so a field carries a marker that quests.api replaces by the reference.
+# parser (quests.api.StorableJsonParser), whatever its depth, and the schemas hold its depth
+# (StorableJson). The document names that value once, as a component that quests.api adds: any
+# JSON value, with the rule in words. Not as a recursive anyOf of the JSON types: client
+# generators cannot parse a schema that refers to itself (openapi-python-client dropped every
+# operation whose body held one), and a schema with no type is what each of them reads as "any
+# JSON". Pydantic refuses a reference to a schema it did not make, so a field carries a marker
+# that quests.api replaces by the reference.
 JSON_VALUE_MARKER = {"x-questlog": "JsonValue"}
 JSON_VALUE_REF = {"$ref": "#/components/schemas/JsonValue"}
 JSON_VALUE = {
-    # JSON Schema cannot bound a recursive value's depth: the description and an extension say it.
+    # JSON Schema cannot say "no NUL" of every string inside a free value, nor bound its depth:
+    # the description and an extension say it.
     "description": (
         f"Any JSON value: no NUL character or lone surrogate in a string or key, numbers within a double's range, "
         f"and a free value (each field that takes one) nests at most {JSON_DEPTH_MAX} levels of objects and arrays."
     ),
     "x-questlog-max-depth": JSON_DEPTH_MAX,
-    "anyOf": [
-        {"type": "string", "pattern": STORABLE},
-        {"type": "number"},
-        {"type": "boolean"},
-        {"type": "null"},
-        {"type": "array", "items": JSON_VALUE_REF},
-        {"type": "object", "propertyNames": {"pattern": STORABLE}, "additionalProperties": JSON_VALUE_REF},
-    ],
+}
+
+
+# A query parameter whose text is a JSON object (the LangGraph listing's `filter`). The document
+# says so the way OpenAPI describes such a parameter, with `content` in place of `schema`, so that a
+# client sends (and schemathesis generates) a JSON object rather than any text; quests.api makes
+# that swap where a parameter's schema carries this marker.
+JSON_QUERY_MARKER = {"x-questlog": "JsonQuery"}
+JSON_QUERY_CONTENT = {
+    "application/json": {
+        "schema": {
+            "type": "object",
+            "description": "A JSON object, sent as the parameter's text (at most 10,000 characters); its values are free JSON values.",
+            "propertyNames": {"pattern": STORABLE},
+            "additionalProperties": JSON_VALUE_REF,
+        },
+    },
 }
 
 

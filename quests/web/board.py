@@ -12,6 +12,7 @@ from django.views.decorators.vary import vary_on_headers
 from quests import selectors
 from quests.models import MissionStatus
 from quests.storable import Unstorable
+from quests.web.live import poll_every
 from quests.web.pages import Problem, page, render_page, search_text
 
 TEMPLATE = "quests/board.html"
@@ -44,6 +45,9 @@ def board_context(request: HttpRequest, problem: Problem | None = None) -> dict[
         "problem": problem or refused,
         "search_refused": refused is not None,
         "page_url": reverse("board") + (f"?{urlencode(here)}" if here else ""),
+        # Statuses the search matches anywhere, not only on this page: a quest that starts moves
+        # to the top, onto the first page, and changes the counts every page shows.
+        "poll_every": poll_every((value for value, _, count in board["status_counts"] if count), running="board", idle="board_idle"),
         "poll_query": urlencode(here),
         "api_missions_url": request.build_absolute_uri("/api/v1/missions"),
     }

@@ -14,24 +14,13 @@ from django.views.decorators.vary import vary_on_headers
 from checkpoints.models import Checkpoint
 from quests import selectors
 from quests.forms import RestoreForm
-from quests.models import Mission, MissionStatus
-from quests.services import machine, missions
+from quests.models import Mission
+from quests.services import missions
+from quests.web.live import poll_every
 from quests.web.pages import Problem, act, actor, answer, get_or_404, mission_url, page, query_number, render_page, unsent_problem
 
 TEMPLATE = "quests/mission.html"
 FRAGMENTS = {"mission-body"}
-
-
-def poll_every(mission: Mission) -> float | None:
-    """Seconds between the page's questions "did it change?", or None: no poll. A running agent
-    writes every few seconds; a ready or blocked mission changes when an agent picks it up; any
-    other status moves only when a person acts, and the page answering that person swaps itself."""
-    seconds = settings.QUESTLOG_POLL_SECONDS
-    if mission.status == MissionStatus.RUNNING:
-        return seconds["mission"]
-    if mission.status in machine.MOVES_UNATTENDED:
-        return seconds["mission_idle"]
-    return None
 
 
 def history_window(request: HttpRequest) -> selectors.HistoryWindow:
@@ -58,7 +47,7 @@ def mission_context(request: HttpRequest, pk: int, problem: Problem | None = Non
         "page": page_data,
         "mission": page_data.mission,
         "version": selectors.mission_version(page_data.mission),
-        "poll_every": poll_every(page_data.mission),
+        "poll_every": poll_every([page_data.mission.status], running="mission", idle="mission_idle"),
         "problem": problem,
         # A form that vanished with the change (an approval someone else decided) shows its
         # problem at the top instead.

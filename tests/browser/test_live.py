@@ -6,8 +6,8 @@ on every page, and a hidden tab asks nothing."""
 import pytest
 from playwright.sync_api import expect
 
-from quests.services import approvals, missions, records
-from tests.builders import agent_for, person, running, waiting_on_approval, waiting_on_gate
+from quests.services import approvals, missions, records, runs
+from tests.builders import agent_for, new_mission, person, running, waiting_on_approval, waiting_on_gate
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -16,7 +16,7 @@ QUICK = 0.3  # seconds between polls here, so that a test waits for a change, no
 
 @pytest.fixture(autouse=True)
 def quick_polls(settings):
-    settings.QUESTLOG_POLL_SECONDS = {"mission": QUICK, "mission_idle": QUICK, "board": QUICK, "inbox": QUICK}
+    settings.QUESTLOG_POLL_SECONDS = {"mission": QUICK, "mission_idle": QUICK, "board": QUICK, "board_idle": QUICK, "inbox": QUICK}
 
 
 def running_with_milestone(user):
@@ -217,3 +217,19 @@ def test_a_hidden_tab_asks_nothing_and_asks_once_it_is_seen_again(page, open_pag
     page.evaluate(HIDE, False)
     expect(page.locator("#mission-status")).to_have_text("Paused")
     assert polls
+
+
+def test_a_board_of_ready_quests_sees_an_agent_start_one(page, open_page, login, alice):
+    """The board follows the mission page's rule (quests.web.live): a ready quest may start at any
+    moment, so the board asks, and shows the quest running without a reload."""
+    agent = agent_for(alice)
+    mission = new_mission(alice, "Book the offsite", agent=agent)
+    login(alice)
+    open_page("/")
+    card_status = page.locator(f"#quest-list li.quest:has(#quest-{mission.pk}-title) .badge.status")
+    expect(card_status).to_have_text("Ready")
+
+    runs.run_start(actor=agent, mission_id=mission.pk, agent="test-agent")  # an agent, not the person
+
+    expect(card_status).to_have_text("Running")
+    expect(page.locator("#quest-list")).to_have_attribute("hx-trigger", f"every {QUICK}s")
