@@ -186,7 +186,9 @@ QUESTLOG_POLL_SECONDS = {"mission": 3, "mission_idle": 15, "board": 4, "board_id
 
 # Notifications (README: "Notifications"). Mail settings come from one URL (config/email.py); links
 # in mails and webhooks start with QUESTLOG_BASE_URL, the address people open Questlog at.
-QUESTLOG_EMAIL_URL = os.environ.get("QUESTLOG_EMAIL_URL", "console:")
+# The default: printed in the terminal while developing (`make run`); with DEBUG off, the local
+# mail server, as Django's own default (check --deploy refuses the console backend there).
+QUESTLOG_EMAIL_URL = os.environ.get("QUESTLOG_EMAIL_URL") or ("console:" if DEBUG else "smtp://localhost:25")
 MAILERS = mailers(QUESTLOG_EMAIL_URL, DATA_DIR)
 DEFAULT_FROM_EMAIL = QUESTLOG_EMAIL_FROM = os.environ.get("QUESTLOG_EMAIL_FROM", "Questlog <questlog@localhost>")
 QUESTLOG_BASE_URL = os.environ.get("QUESTLOG_BASE_URL", "http://localhost:8000").rstrip("/")

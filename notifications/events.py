@@ -35,16 +35,14 @@ def mission_data(mission: Any) -> dict[str, Any]:
 
 
 def notify_approvals_requested(mission: Any, approvals: Iterable[Any]) -> None:
-    """Each approval still pending once standing decisions had their say. A batch reads the
-    person's choice and endpoints once."""
+    """Each approval still pending once standing decisions had their say; a batch costs the same
+    statements whatever its size."""
     pending = [approval for approval in approvals if approval.status == "pending"]
-    if not pending:
-        return
-    kind = EventKind.APPROVAL_REQUESTED
-    mode, endpoints = mode_for(mission.owner_id, kind), endpoints_for(mission.owner_id, kind)
-    for approval in pending:
-        emit(kind=kind, owner_id=mission.owner_id, mission=mission, dedupe_key=f"approval.requested:{approval.pk}",
-             data=approval_data(mission, approval), mode=mode, endpoints=endpoints)
+    if pending:
+        emit_many(
+            kind=EventKind.APPROVAL_REQUESTED, owner_id=mission.owner_id, mission=mission,
+            events=[(f"approval.requested:{approval.pk}", approval_data(mission, approval)) for approval in pending],
+        )
 
 
 def notify_approval_expiring(mission: Any, approval: Any) -> Notification | None:
@@ -113,38 +111,52 @@ def endpoints_for(owner_id: int, kind: str) -> list[WebhookEndpoint]:
 
 def emit(
     *, kind: str, owner_id: int, dedupe_key: str, data: dict[str, Any], mission: Any = None,
-    endpoints: list[WebhookEndpoint] | None = None, email: bool | None = None, mode: str | None = None,
+    endpoints: list[WebhookEndpoint] | None = None, email: bool | None = None,
 ) -> Notification | None:
     """Write one notification and its deliveries in the caller's transaction; None when this
-    event was emitted before. `endpoints` and `email` (or `mode`, read once for a batch) override
-    the person's choices (a test event goes to one endpoint; a disabled endpoint is told by email
-    only)."""
-    if Notification.objects.filter(dedupe_key=dedupe_key).exists():
-        return None
-    if mode is None:
-        mode = mode_for(owner_id, kind) if email is None else Mode.IMMEDIATELY if email else Mode.OFF
+    event was emitted before. `endpoints` and `email` override the person's choices (a test
+    event goes to one endpoint; a disabled endpoint is told by email only)."""
+    mode = None if email is None else Mode.IMMEDIATELY if email else Mode.OFF
+    made = emit_many(kind=kind, owner_id=owner_id, mission=mission, events=[(dedupe_key, data)], endpoints=endpoints, mode=mode)
+    return made[0] if made else None
+
+
+def emit_many(
+    *, kind: str, owner_id: int, events: list[tuple[str, dict[str, Any]]], mission: Any = None,
+    endpoints: list[WebhookEndpoint] | None = None, mode: str | None = None,
+) -> list[Notification]:
+    """Several events of one kind for one person, `(dedupe_key, data)` each, in a fixed number of
+    statements; those emitted before are left out."""
+    seen = set(Notification.objects.filter(dedupe_key__in=[key for key, _ in events]).values_list("dedupe_key", flat=True))
+    events = [(key, data) for key, data in events if key not in seen]
+    if not events:
+        return []
+    mode = mode or mode_for(owner_id, kind)
     try:
         with transaction.atomic():  # a savepoint: a concurrent twin loses here, not the caller's transaction
-            notification = Notification.objects.create(
-                kind=kind, owner_id=owner_id, dedupe_key=dedupe_key, data=data, mission=mission, in_digest=mode == Mode.DIGEST
+            notifications = Notification.objects.bulk_create(
+                Notification(kind=kind, owner_id=owner_id, dedupe_key=key, data=data, mission=mission, in_digest=mode == Mode.DIGEST)
+                for key, data in events
             )
     except IntegrityError:
-        return None
-    email = mode == Mode.IMMEDIATELY
+        return []
     if endpoints is None:
         endpoints = endpoints_for(owner_id, kind)
-    deliveries = [Delivery(notification=notification, channel=Channel.EMAIL, message_id=f"{notification.event_id.hex}.email")] if email else []
-    deliveries += [
-        Delivery(notification=notification, channel=Channel.WEBHOOK, endpoint=endpoint, message_id=f"msg_{notification.event_id.hex}_{endpoint.pk}")
-        for endpoint in endpoints
-    ]
+    deliveries = []
+    for notification in notifications:
+        if mode == Mode.IMMEDIATELY:
+            deliveries.append(Delivery(notification=notification, channel=Channel.EMAIL, message_id=f"{notification.event_id.hex}.email"))
+        deliveries += [
+            Delivery(notification=notification, channel=Channel.WEBHOOK, endpoint=endpoint, message_id=f"msg_{notification.event_id.hex}_{endpoint.pk}")
+            for endpoint in endpoints
+        ]
     for delivery in deliveries:
-        delivery.next_attempt_at = notification.created_at
+        delivery.next_attempt_at = delivery.notification.created_at
         delivery.status = DeliveryStatus.PENDING
     ids = [d.pk for d in Delivery.objects.bulk_create(deliveries)]
     if ids:
         transaction.on_commit(lambda: publish(ids))
-    return notification
+    return notifications
 
 
 def publish(delivery_ids: list[int]) -> None:
