@@ -11,6 +11,7 @@ from django.db.models.functions import Cast, Concat
 
 from checkpoints.roundtrip import RoundTrip
 from checkpoints.services import canonical_json, sha256_hex
+from quests.engine.writes import Key
 from quests.models import IdempotentRequest
 from quests.services.errors import Conflict
 
@@ -27,6 +28,24 @@ def key_reuse(key: str) -> Conflict:
         code="key_reuse",
         key=key,
     )
+
+
+def keyed(suffix: str, key: str | None, body: dict[str, Any]) -> Key:
+    """The key of a write on a mission (`suffix` names what it makes: `checkpoints`, `runs`, …).
+    The engine looks it up in the statement that locks the mission and remembers it in the
+    statement that writes (see the module's docstring for the rules)."""
+    return Key(suffix=suffix, key=key or None, request_hash=request_hash(body) if key else "")
+
+
+def replayed(key: Key, found: tuple[int | None, str | None]) -> int | None:
+    """What the lock's lookup found for `key`: the earlier object's id, or None for a new key.
+    The same key with a different body is refused."""
+    object_id, earlier_hash = found
+    if not key.key or object_id is None:
+        return None
+    if earlier_hash != key.request_hash:
+        raise key_reuse(key.key)
+    return object_id
 
 
 def replayed_id(*, owner, scope: str, key: str | None, body: dict[str, Any]) -> int | None:

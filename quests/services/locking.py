@@ -7,6 +7,7 @@ from django.utils import timezone
 
 from checkpoints.pruning import blob_writers_guard_expression
 from checkpoints.roundtrip import RoundTrip
+from quests.engine import writes
 from quests.models import Mission, Run
 from quests.services.access import visible
 from quests.services.audit import Actor
@@ -68,6 +69,29 @@ def lock_run(
     if lookup is not None:
         lookup.read(run)
     return run, run.mission
+
+
+def caller(actor: Actor) -> writes.Caller:
+    """Whose missions the engine's statements may touch (as `access.visible` says)."""
+    token_mission_id = actor.token.mission_id if actor.token is not None else None
+    return writes.Caller(user_id=actor.user.pk, token_mission_id=token_mission_id)
+
+
+def lock_run_for_write(actor: Actor, run_id: int, key: writes.Key | None = None) -> writes.Locked:
+    """The engine's `lock_run` for an actor: the run, its mission locked, the key's earlier answer
+    and the head's agent-state refs, in one statement (which also takes the blob writers' guard)."""
+    locked = writes.lock_run(caller(actor), run_id, key) if actor.user is not None else None
+    if locked is None:
+        raise NotFound(f"No run with id {run_id}.")
+    return locked
+
+
+def refuse_unless_active(run: Run, mission: Mission) -> None:
+    """Fencing: a run that is no longer its mission's active run may not write (its id is its
+    fencing token). The active one's heartbeat goes with its write."""
+    if mission.active_run_id != run.pk:
+        run.refresh_from_db(fields=["ended_at", "stop_reason"])
+        raise run_ended(run.stop_reason)
 
 
 def lock_operation_mission(actor: Actor, operation_id: int) -> Mission:
