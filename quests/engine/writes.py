@@ -234,3 +234,43 @@ def state_save(save: StateSave) -> int | None:
         chosen = ([(resolver, params)] if save.resolves is not None else []) + ([(remember, params)] if params["key"] else [])
         rows = runner.steps([*chosen, (saved, params), (ask, params)])[-1][0]
     return rows[0][0] if rows else None
+
+
+def lock_mission(caller: Caller, mission_id: int, key: Key | None = None) -> tuple[Mission, tuple[int | None, str | None]] | None:
+    """The mission locked, with what `key` already made; None when the caller cannot see it."""
+    params = {**caller.params(), "mission_id": mission_id, "key": key.key if key else None, "key_suffix": key.suffix if key else ""}
+    rows = runner.fetch(sql.LOCK_MISSION_PG if runner.is_postgresql() else sql.LOCK_MISSION_SQLITE, params)
+    if not rows:
+        return None
+    return runner.model_from_row(Mission, rows[0][:_MISSION_WIDTH]), (rows[0][_MISSION_WIDTH], rows[0][_MISSION_WIDTH + 1])
+
+
+def run_start(run: Run, mission: Mission, events: list[Any], key: Key | None) -> int:
+    """Insert `run`, move its mission (status, run count, active run, state version), write the
+    audit `events` (unsaved AuditEvents; one without an entity id is the new run's) and remember
+    the key: one statement on PostgreSQL. Returns the run's id."""
+    first = events[0]
+    params = {
+        "now": run.started_at, "mission_id": mission.pk, "number": run.number, "agent": run.agent,
+        "token_id": run.token_id, "status": mission.status, "state_version": mission.state_version,
+        "actor_user_id": first.actor_user_id, "actor_token_id": first.actor_token_id, "actor": first.actor,
+        "key": key.key if key else None, "key_scope": f"m{mission.pk}:{key.suffix}" if key else "",
+        "request_hash": key.request_hash if key else "", "key_owner_id": mission.owner_id,
+    }
+    if runner.is_postgresql():
+        ((run_id,),) = runner.fetch(sql.RUN_START_PG, {
+            **params, "event_entities": [e.entity for e in events], "event_entity_ids": [e.entity_id for e in events],
+            "event_actions": [e.action for e in events], "event_from_states": [e.from_state for e in events],
+            "event_to_states": [e.to_state for e in events], "event_data": [_json(e.data) for e in events],
+        })
+        return run_id
+    insert, moved, audited, remember = sql.RUN_START_SQLITE
+    ((made,), _), = runner.steps([(insert, params)])
+    after = {**params, "run_id": made[0]}
+    runner.steps(
+        [(moved, after)]
+        + [(audited, {**after, "entity": e.entity, "entity_id": e.entity_id, "action": e.action, "from_state": e.from_state,
+                      "to_state": e.to_state, "data": _json(e.data)}) for e in events]
+        + ([(remember, after)] if after["key"] else [])
+    )
+    return made[0]
