@@ -390,7 +390,7 @@ def main() -> int:
             checkpoint_paths(saver, Actor(user=common.bench_user("lg")))
             http_checkpoints(saver)
             saver_over_http(saver)
-            ledger_growth(Actor(user=common.bench_user("lg")), count=ROUNDS, samples=SAMPLES)
+            ledger_growth(Actor(user=common.bench_user("ledger")), count=ROUNDS, samples=SAMPLES)
         finally:
             remove_threads(saver)
     bytes_per_checkpoint()

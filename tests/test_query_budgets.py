@@ -30,7 +30,7 @@ BUDGETS = {
     # … and the read of the notes a compaction pass archives, when the live notes outgrew the window
     "checkpoint_after_other_changes": 4,
     "resume": 8,
-    "run_start": 10,
+    "run_start": 5,  # authentication, the lock with the key, the start, the resume bundle (head, blobs)
 }
 AGENT_STATE = {f"k{i:02d}": {"text": "x" * 480, "n": i} for i in range(20)}
 

@@ -104,7 +104,7 @@ CHECKPOINT_WRITE_SQLITE = (
         agent_state_bytes, new_bytes, compaction_report)
        VALUES (
         %(now)s, 'working', NULL, NULL, %(mission_id)s, %(run_id)s, %(parent_id)s, %(seq)s, %(trigger)s,
-        %(hash)s, 0, NULL, %(note)s, %(state_refs)s, %(agent_state_refs)s, %(record_watermark)s, %(size_bytes)s,
+        %(hash)s, FALSE, NULL, %(note)s, %(state_refs)s, %(agent_state_refs)s, %(record_watermark)s, %(size_bytes)s,
         %(agent_state_bytes)s, %(new_bytes)s, %(compaction_report)s)
        RETURNING id, new_bytes""",
     """INSERT INTO quests_idempotentrequest (owner_id, scope, key, request_hash, object_id, created_at)

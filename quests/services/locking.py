@@ -12,7 +12,6 @@ from quests.models import Mission, Run
 from quests.services.access import visible
 from quests.services.audit import Actor
 from quests.services.errors import NotFound, run_ended
-from quests.services.idempotency import Lookup
 
 
 
@@ -42,7 +41,6 @@ def lock_run(
     actor: Actor,
     run_id: int,
     *,
-    lookup: Lookup | None = None,
     blobs: bool = False,
     head: bool = False,
     annotations: dict[str, Any] | None = None,
@@ -52,22 +50,18 @@ def lock_run(
     Only the mission's row is locked and only it is read fresh (a row locked by this statement
     is re-read when another writer changed it meanwhile; a joined row is not): the run as read
     here may be a moment old, so whether it may still write is the mission's `active_run`, kept
-    under the same lock. Optionally the statement also finds what an idempotency key already
-    created (`lookup`; its answer is `lookup.found`), takes the blob writers' shared lock for a
-    write that stores blobs (`blobs`), reads the mission's head checkpoint (`head`), and computes
+    under the same lock. The ORM form, for the operation ledger; the agent's other writes use
+    the engine's (`lock_run_for_write`). Optionally the statement also takes the blob writers'
+    shared lock for a write that stores blobs (`blobs`), reads the mission's head checkpoint (`head`), and computes
     any other `annotations` the caller needs (they see the mission as `mission_id`)."""
     related = ("mission", "mission__head_checkpoint") if head else ("mission",)
     rows = visible(actor, Run).select_related(*related).select_for_update(of=("mission",)).filter(pk=run_id)
     annotations = dict(annotations or {})
-    if lookup is not None:
-        annotations.update(lookup.annotations("mission_id"))
     if blobs and (guard := blob_writers_guard_expression()) is not None:
         annotations["blob_writers_guard"] = guard
     run = rows.annotate(**annotations).first()
     if run is None:
         raise NotFound(f"No run with id {run_id}.")
-    if lookup is not None:
-        lookup.read(run)
     return run, run.mission
 
 
