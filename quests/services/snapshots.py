@@ -5,8 +5,8 @@ only a wake-up call. So a broker that is down, a message that is lost or a worke
 delays a snapshot and never loses one, and a message delivered twice does no harm:
 
 - every service that changes save state calls `state_changed`, which asks for a snapshot inside
-  its own transaction (`snapshot_request`): at most one
-  request per mission is pending, and its `not_before` keeps snapshots of one mission at least
+  its own transaction (in the engine's `state_save` statement): at most one request per mission
+  is pending, and its `not_before` keeps snapshots of one mission at least
   QUESTLOG_SNAPSHOT_INTERVAL apart; the message is published after commit and a failed publish
   is only logged;
 - a worker claims the request with a compare-and-set update (`snapshot_take`), writes the
