@@ -128,3 +128,12 @@ def test_the_same_engine_tests_pass_on_sqlite(tmp_path):
     )
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
     assert " passed" in done.stdout and "failed" not in done.stdout
+
+
+def test_postgresql_connections_prepare_the_engines_statements_unless_turned_off():
+    from config.database import database_settings
+
+    url = "postgres://questlog:questlog@127.0.0.1:5432/questlog"
+    assert database_settings({}, url, may_pool=False)["OPTIONS"]["prepare_threshold"] == 0
+    assert database_settings({"QUESTLOG_DB_PREPARE_THRESHOLD": "-1"}, url, may_pool=False)["OPTIONS"]["prepare_threshold"] is None
+    assert "prepare_threshold" not in database_settings({}, "sqlite:///x.sqlite3", may_pool=False)["OPTIONS"]
