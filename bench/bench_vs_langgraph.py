@@ -59,7 +59,8 @@ from psycopg import sql  # noqa: E402
 from checkpoints import services as storage  # noqa: E402
 from quests.services import bundle, missions, records, runs  # noqa: E402
 from quests.services.audit import Actor  # noqa: E402
-from rounds import GOALS, THREAD_PREFIX, Thread, goal, rounds, show, timed  # noqa: E402
+from ledger_growth import ledger_growth  # noqa: E402
+from rounds import GOALS, ISSUE_20, THREAD_PREFIX, Thread, goal, rounds, show, timed  # noqa: E402
 
 KEYS, KEY_BYTES = 20, 500
 HISTORY_SHORT, HISTORY_LONG = 10, (100 if QUICK else 2_000)
@@ -88,6 +89,22 @@ def ql_service_checkpoint(actor, run, state) -> None:
     records.checkpoint_create(actor=actor, run_id=run.pk, agent_state=state, note="", key=uuid.uuid4().hex)
 
 
+def ql_api_client(actor):
+    """Django's test client with an agent token: the in-process API path, every middleware included."""
+    from django.test import Client
+
+    from quests.services.tokens import token_create
+
+    _, raw = token_create(user=actor.user, name=f"bench-{uuid.uuid4().hex[:6]}")
+    # The test client's default host is not in ALLOWED_HOSTS; a real agent talks to localhost.
+    return Client(SERVER_NAME="localhost", HTTP_AUTHORIZATION=f"Bearer {raw}")
+
+
+def ql_api_checkpoint(client, run, state) -> None:
+    answer = client.post(f"/api/v1/runs/{run.pk}/checkpoints", {"agent_state": state, "key": uuid.uuid4().hex}, content_type="application/json")
+    assert answer.status_code == 201, answer.content
+
+
 def ql_resume(mission) -> None:
     bundle.resume_bundle(mission)
 
@@ -111,10 +128,12 @@ def query_count(path: Callable[[], float]) -> int:
 
 
 def checkpoint_paths(saver: PostgresSaver, actor) -> dict[str, float]:
-    states = {name: common.AgentState(keys=KEYS, key_bytes=KEY_BYTES, seed=i) for i, name in enumerate(("lg", "st", "sv"))}
+    states = {name: common.AgentState(keys=KEYS, key_bytes=KEY_BYTES, seed=i) for i, name in enumerate(("lg", "st", "sv", "api"))}
     thread = Thread(saver, f"put-{uuid.uuid4().hex[:8]}")
     mission_st, run_st = ql_start(actor, "storage writes")
     _, run_sv = ql_start(actor, "service checkpoints")
+    _, run_api = ql_start(actor, "API checkpoints")
+    client = ql_api_client(actor)
     with common.phase("histories of 10 and of %d checkpoints, written the real way" % HISTORY_LONG):
         short, long = ql_start(actor, "history 10"), ql_start(actor, "history long")
         t_short, t_long = Thread(saver, f"short-{uuid.uuid4().hex[:8]}"), Thread(saver, f"long-{uuid.uuid4().hex[:8]}")
@@ -128,6 +147,7 @@ def checkpoint_paths(saver: PostgresSaver, actor) -> dict[str, float]:
         "put": lambda: thread.put(*states["lg"].next()),
         "storage": lambda: (lambda s: timed(lambda: ql_storage_write(mission_st, run_st, s)))(states["st"].next()[0]),
         "service": lambda: (lambda s: timed(lambda: ql_service_checkpoint(actor, run_sv, s)))(states["sv"].next()[0]),
+        "api": lambda: (lambda s: timed(lambda: ql_api_checkpoint(client, run_api, s)))(states["api"].next()[0]),
         "get_tuple_10": lambda: timed(t_short.get_tuple),
         "get_tuple_long": lambda: timed(t_long.get_tuple),
         "resume_10": lambda: timed(lambda: ql_resume(short[0])),
@@ -135,14 +155,19 @@ def checkpoint_paths(saver: PostgresSaver, actor) -> dict[str, float]:
     }
     with common.phase(f"{ROUNDS} alternating rounds of {SAMPLES} samples per path"):
         took = rounds(paths, count=ROUNDS, samples=SAMPLES)
-    queries = {name: query_count(paths[name]) for name in ("storage", "service", "resume_10", "resume_long")}
+    queries = {name: query_count(paths[name]) for name in ("storage", "service", "api", "resume_10", "resume_long")}
     print("\n== checkpoint writes (agent state of %d keys of ~%d B, one key changed each)" % (KEYS, KEY_BYTES))
     p = {"put": show("PostgresSaver put", took["put"])}
     p["storage"] = show("Questlog storage write (checkpoint_write, empty state document)", took["storage"])
     p["service"] = show("Questlog service checkpoint (records.checkpoint_create)", took["service"])
     common.figure("storage write vs put (speed)", p["put"] / p["storage"], "×", ".2f")
+    p["api"] = show("Questlog agent checkpoint through the in-process API (test client, all middleware)", took["api"])
     common.figure("service checkpoint vs put (speed)", p["put"] / p["service"], "×", ".2f")
-    common.figure("SQL statements per call: storage write / service checkpoint", f"{queries['storage']} / {queries['service']}")
+    common.figure("in-process API checkpoint vs put (speed)", p["put"] / p["api"], "×", ".2f")
+    common.figure(
+        "SQL statements per call: storage write / service checkpoint / API checkpoint (with BEGIN, COMMIT)",
+        f"{queries['storage']} / {queries['service']} / {queries['api']}",
+    )
     print(f"\n== resume (latest state) at {HISTORY_SHORT} and {HISTORY_LONG} checkpoints of history")
     for n, suffix in ((HISTORY_SHORT, "10"), (HISTORY_LONG, "long")):
         p[f"get_{suffix}"] = show(f"PostgresSaver get_tuple, {n} checkpoints", took[f"get_tuple_{suffix}"])
@@ -153,6 +178,9 @@ def checkpoint_paths(saver: PostgresSaver, actor) -> dict[str, float]:
     common.figure(f"SQL statements per resume_bundle at {HISTORY_SHORT} / {HISTORY_LONG}", f"{queries['resume_10']} / {queries['resume_long']}")
     common.load_note()
     goal("service checkpoint write vs PostgresSaver put (speed)", p["put"] / p["service"], ">=", 0.5)
+    ISSUE_20.append(("agent checkpoint through the in-process API vs put (speed)", p["put"] / p["api"], ">=", 0.25))
+    ISSUE_20.append((f"resume bundle p50 / get_tuple p50 at {HISTORY_SHORT}", p["resume_10"] / p["get_10"], "<=", 3))
+    ISSUE_20.append((f"resume bundle growth {HISTORY_SHORT} → {HISTORY_LONG}", p["resume_long"] / p["resume_10"], "<=", 1.2))
     goal(f"resume bundle p50 / get_tuple p50 at {HISTORY_SHORT}", p["resume_10"] / p["get_10"], "<=", 3)
     goal(f"resume bundle growth {HISTORY_SHORT} → {HISTORY_LONG}", p["resume_long"] / p["resume_10"], "<=", 1.2)
     return p
@@ -187,6 +215,7 @@ def http_checkpoints(saver: PostgresSaver) -> None:
     common.figure("HTTP checkpoint vs put (speed)", put / http, "×", ".2f")
     common.load_note()
     goal("HTTP checkpoint, one agent, vs PostgresSaver put (speed)", put / http, ">=", 0.25)
+    ISSUE_20.append(("checkpoint POSTed over HTTP vs put (speed)", put / http, ">=", 0.15))
 
 
 def saver_over_http(saver: PostgresSaver) -> None:
@@ -233,6 +262,7 @@ def saver_over_http(saver: PostgresSaver) -> None:
     common.load_note()
     GOALS.append(("— issue 11 (LangGraph adapter) —", "", "", ""))
     goal("QuestlogSaver put over HTTP vs PostgresSaver put (speed)", put / ql_put, ">=", 0.25)
+    ISSUE_20.append(("QuestlogSaver.put over HTTP vs PostgresSaver.put (speed)", put / ql_put, ">=", 0.12))
     goal(f"QuestlogSaver get_tuple growth {HISTORY_SHORT} → {HISTORY_LONG}", growth_ql, "<=", 1.2)
 
 
@@ -343,6 +373,7 @@ def bytes_per_checkpoint() -> None:
     print("\n".join(ql_lines))
     common.figure("Questlog / PostgresSaver", ql / lg, "×", ".2f")
     goal("bytes per checkpoint vs PostgresSaver", ql / lg, "<=", 1.0)
+    ISSUE_20.append(("bytes per checkpoint vs PostgresSaver", ql / lg, "<=", 1.0))
 
 
 def remove_threads(saver: PostgresSaver) -> None:
@@ -359,10 +390,15 @@ def main() -> int:
             checkpoint_paths(saver, Actor(user=common.bench_user("lg")))
             http_checkpoints(saver)
             saver_over_http(saver)
+            ledger_growth(Actor(user=common.bench_user("ledger")), count=ROUNDS, samples=SAMPLES)
         finally:
             remove_threads(saver)
     bytes_per_checkpoint()
     common.table("Goals of issues 10 and 11 (ratios from this run)", [(label, value, f"{target} {verdict}") for label, value, target, verdict in GOALS])
+    GOALS.clear()
+    for label, ratio, op, target in ISSUE_20:
+        goal(label, ratio, op, target)
+    common.table("Goals of issue 20 (ratios from this run)", [(label, value, f"{target} {verdict}") for label, value, target, verdict in GOALS])
     return 0
 
 

@@ -70,6 +70,8 @@ def show(label: str, samples: list[float]) -> float:
 
 
 GOALS: list[tuple[str, str, str, str]] = []
+# Issue 20's goals, gathered as (label, ratio, op, target) while the paths run, printed at the end.
+ISSUE_20: list[tuple[str, float, str, float]] = []
 
 
 def goal(label: str, ratio: float, op: str, target: float) -> None:

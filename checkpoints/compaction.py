@@ -10,10 +10,7 @@ the mission keeps the totals and the id below which every note is already archiv
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.db.models import Case, CharField, PositiveIntegerField, TextField, Value, When
-
 from checkpoints.models import DURABLE_RECORD_KINDS, Blob, Record, RecordKind
-from checkpoints.roundtrip import RoundTrip
 from checkpoints.services import blob_rows, sha256_hex
 
 PINNED_KINDS = frozenset(DURABLE_RECORD_KINDS)
@@ -31,30 +28,14 @@ def live_records(mission_id: int):
 @dataclass(frozen=True)
 class Archived:
     """What one compaction pass moves out of active state: the notes, their blobs to store and
-    their new previews. Nothing is written until the caller stages it in its round trips (the
-    blobs with the checkpoint's, the records' update with the checkpoint's row)."""
+    their new previews. Nothing is written here: the checkpoint that reports the pass writes it in
+    its own statement (quests.engine.writes.checkpoint_write)."""
 
     note_ids: list[int]
     note_bytes: int
     note_cutoff: int
     blobs: list[Blob] = field(default_factory=list)
     previews: dict[int, tuple[str, str, int]] = field(default_factory=dict)  # id -> (blob, preview, size)
-
-    def stage_update(self, trip: RoundTrip) -> None:
-        if not self.previews:
-            return
-        ids = sorted(self.previews)
-
-        def each(position: int, output_field) -> Case:
-            return Case(*(When(pk=pk, then=Value(self.previews[pk][position])) for pk in ids), output_field=output_field)
-
-        trip.update(
-            Record.objects.filter(pk__in=ids),
-            blob_id=each(0, CharField()),
-            text=each(1, TextField()),
-            size_bytes=each(2, PositiveIntegerField()),
-            archived=True,
-        )
 
 
 NOTHING_ARCHIVED = Archived(note_ids=[], note_bytes=0, note_cutoff=0)

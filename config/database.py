@@ -67,6 +67,12 @@ def database_settings(environ: Mapping[str, str], default_url: str, *, may_pool:
         options = config.setdefault("OPTIONS", {})
         # libpq's startup options: the server applies them as the session opens.
         options["options"] = f"{options.get('options', '')} -c statement_timeout={statement_timeout * 1000}".strip()
+    # psycopg prepares a statement the first time a server-side binding cursor runs it: only the
+    # storage engine's cursors bind server-side (quests/engine/runner.py), so only its fixed hot
+    # statements are prepared; Django's own queries keep client-side binding and are never prepared.
+    # A negative value turns preparing off (a pooler in transaction mode cannot keep prepared statements).
+    prepare = env_int(environ, "QUESTLOG_DB_PREPARE_THRESHOLD", 0)
+    config.setdefault("OPTIONS", {}).setdefault("prepare_threshold", prepare if prepare >= 0 else None)
     pool_size = env_int(environ, "QUESTLOG_DB_POOL_SIZE", 0)
     if may_pool and pool_size > 0:
         from psycopg_pool import ConnectionPool

@@ -17,7 +17,7 @@ from quests.services import idempotency, machine
 from quests.services.access import get_for, require_person
 from quests.services.audit import SYSTEM, Actor, audit, audit_event
 from quests.services.errors import Conflict, InvalidInput, require_within
-from quests.services.locking import fence, lock_mission, lock_run
+from quests.services.locking import fence, lock_mission, lock_run_for_write
 from quests.services.missions import _pause, constraint_from_correction, has_pending
 from quests.services.runs import run_end
 from quests.services.savestate import take_checkpoint
@@ -72,13 +72,15 @@ def approvals_request(
     return _request(actor=actor, run_id=run_id, items=items, agent_state=agent_state, key=key, body=body)
 
 
+@idempotency.retried_on_key_race
 def _request(
     *, actor: Actor, run_id: int, items: list[dict[str, Any]], agent_state: dict[str, Any] | None, key: str | None, body: dict[str, Any]
 ) -> tuple[list[Approval], bool]:
+    keyed = idempotency.keyed("approvals", key, body)
     with transaction.atomic():
-        run, mission = lock_run(actor, run_id)
-        scope = f"m{mission.pk}:approvals"
-        replayed = idempotency.replayed_id(owner=mission.owner, scope=scope, key=key, body=body)
+        locked = lock_run_for_write(actor, run_id, keyed)
+        run, mission = locked.run, locked.mission
+        replayed = idempotency.replayed(keyed, locked.replay)
         if replayed is not None:
             # A batch's approvals were created one after another under the mission's lock.
             return list(Approval.objects.filter(mission_id=mission.pk, pk__gte=replayed).order_by("pk")[: len(items)]), True
@@ -92,7 +94,7 @@ def _request(
         _checkpoint(mission, run, approvals, agent_state)
         # Every question a standing decision answered: nothing waits, the next run may start.
         settle(mission, actor=actor)
-        idempotency.remember(owner=mission.owner, scope=scope, key=key, body=body, object_id=approvals[0].pk)
+        idempotency.remember_keyed(keyed, mission=mission, object_id=approvals[0].pk)
         state_changed(mission)
         return approvals, False
 
@@ -305,6 +307,7 @@ def approvals_expire_due(now: datetime | None = None) -> int:
     return count
 
 
+@idempotency.retried_on_key_race
 def milestone_claim(
     *,
     actor: Actor,
@@ -319,11 +322,12 @@ def milestone_claim(
 ) -> tuple[Milestone, bool]:
     if kind not in MilestoneKind.values:
         raise InvalidInput(f"Unknown milestone kind “{kind}”.", field="kind")
+    body = {"kind": kind, "title": title, "summary": summary, "evidence": evidence or [], "gate": gate, "agent_state": agent_state}
+    keyed = idempotency.keyed("milestones", key, body)
     with transaction.atomic():
-        run, mission = lock_run(actor, run_id)
-        body = {"kind": kind, "title": title, "summary": summary, "evidence": evidence or [], "gate": gate, "agent_state": agent_state}
-        scope = f"m{mission.pk}:milestones"
-        replayed = idempotency.replayed_id(owner=mission.owner, scope=scope, key=key, body=body)
+        locked = lock_run_for_write(actor, run_id, keyed)
+        run, mission = locked.run, locked.mission
+        replayed = idempotency.replayed(keyed, locked.replay)
         if replayed is not None:
             return Milestone.objects.get(pk=replayed), True
         fence(run, mission)
@@ -340,7 +344,7 @@ def milestone_claim(
             )
         milestone.checkpoint = take_checkpoint(mission, trigger="milestone", run=run, agent_state=agent_state)
         milestone.save(update_fields=["checkpoint"])
-        idempotency.remember(owner=mission.owner, scope=scope, key=key, body=body, object_id=milestone.pk)
+        idempotency.remember_keyed(keyed, mission=mission, object_id=milestone.pk)
         state_changed(mission)
         return milestone, False
 

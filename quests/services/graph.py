@@ -18,7 +18,6 @@ from django.utils import timezone
 
 from checkpoints.models import GraphCheckpoint, GraphWrite
 from checkpoints.pruning import blob_writers_guard_expression
-from checkpoints.roundtrip import RoundTrip
 from checkpoints.services import canonical_json, sha256_hex
 from quests.models import ApprovalStatus, GraphThread, Mission, MissionStatus, Run
 from quests.services import approvals, machine, missions, runs, savestate
@@ -136,10 +135,10 @@ def _waits_for_the_graph(mission: Mission) -> bool:
     ).exclude(agent_ref="").exists()
 
 
-def _beat(run: Run | None, trip: RoundTrip) -> None:
+def _beat(run: Run | None) -> None:
     if run is not None:
         run.heartbeat_at = timezone.now()
-        trip.update(Run.objects.filter(pk=run.pk), heartbeat_at=run.heartbeat_at)
+        Run.objects.filter(pk=run.pk).update(heartbeat_at=run.heartbeat_at)
 
 
 # --- Checkpoints --------------------------------------------------------------------------------
@@ -180,22 +179,19 @@ def graph_put(
         run = session_run(actor, mission)
         resolved, contents = _channels(mission, ns, versions, channels, parent=known.get(parent_graph_id or ""))
         savestate.ensure_current(mission)
-        trip = RoundTrip()
         refs = {name: sha for name, (_, sha, _) in resolved.items()}
         size = sum(item[2] for item in resolved.values())
         stored = set(refs.values()) - set(contents)
         checkpoint = savestate.take_checkpoint(
-            mission, trigger="agent", run=run, agent_parts=(refs, contents, size), trip=trip, guarded=True, stored=stored,
+            mission, trigger="agent", run=run, agent_parts=(refs, contents, size), guarded=True, stored=stored, beat=True,
             note=f"LangGraph {metadata.get('source', 'checkpoint')} step {metadata.get('step', '?')}"[:200],
         )
         row = GraphCheckpoint(
-            checkpoint_id=savestate.checkpoint_id_of(mission, checkpoint.seq), mission=mission, ns=ns, graph_id=graph_id,
+            checkpoint=checkpoint, mission=mission, ns=ns, graph_id=graph_id,
             parent_graph_id=parent_graph_id or "", skeleton=skeleton, metadata=metadata,
             channels={name: list(item) for name, item in resolved.items()}, run_ref=str(metadata.get("run_id") or "")[:100],
         )
-        trip.insert(row, returning=False)
-        _beat(run, trip)
-        trip.run()
+        row.save(force_insert=True)
         row.checkpoint = checkpoint
         return row
 
@@ -277,9 +273,7 @@ def graph_put_writes(
             mission.save(update_fields=["title", "objective", "updated_at"])
         made = _interrupted(actor, mission, run, interrupts or [])
         if run is not None and not made:
-            trip = RoundTrip()
-            _beat(run, trip)
-            trip.run()
+            _beat(run)
         return made
 
 
@@ -330,7 +324,5 @@ def graph_session(actor: Actor, thread_id: str, *, mission_id: int | None = None
     with transaction.atomic():
         mission = lock_thread(actor, thread_id, mission_id=mission_id)
         run = session_run(actor, mission, saving=False)
-        trip = RoundTrip()
-        _beat(run, trip)
-        trip.run()
+        _beat(run)
         return run

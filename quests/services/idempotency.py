@@ -1,16 +1,24 @@
 """Idempotent creation: the same `key` with the same body replays the original resource; the same
-key with a different body is refused."""
+key with a different body is refused.
+
+One primitive for every keyed endpoint:
+- the lookup rides in the statement that locks the mission (the engine's `lock_run`/`lock_mission`:
+  `keyed` before, `replayed` after); mission create, which has no mission to lock yet, looks up
+  before it inserts;
+- one race policy, `retried_on_key_race`;
+- one owner rule: a key belongs to the account that owns the mission it acts on (for mission create,
+  the account that will own it), in the mission's scope `m<id>:<kind>`. Only the owner and the
+  owner's tokens can see a mission, so the acting user and the owner are the same account; keeping
+  the mission's owner makes that a property of the row, not of who asked."""
 
 import functools
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 from django.db import IntegrityError
-from django.db.models import CharField, OuterRef, Subquery, Value
-from django.db.models.functions import Cast, Concat
 
-from checkpoints.roundtrip import RoundTrip
 from checkpoints.services import canonical_json, sha256_hex
+from quests.engine.writes import Key
 from quests.models import IdempotentRequest
 from quests.services.errors import Conflict
 
@@ -27,6 +35,33 @@ def key_reuse(key: str) -> Conflict:
         code="key_reuse",
         key=key,
     )
+
+
+def keyed(suffix: str, key: str | None, body: dict[str, Any]) -> Key:
+    """The key of a write on a mission (`suffix` names what it makes: `checkpoints`, `runs`, …).
+    The engine looks it up in the statement that locks the mission and remembers it in the
+    statement that writes (see the module's docstring for the rules)."""
+    return Key(suffix=suffix, key=key or None, request_hash=request_hash(body) if key else "")
+
+
+def replayed(key: Key, found: tuple[int | None, str | None]) -> int | None:
+    """What the lock's lookup found for `key`: the earlier object's id, or None for a new key.
+    The same key with a different body is refused."""
+    object_id, earlier_hash = found
+    if not key.key or object_id is None:
+        return None
+    if earlier_hash != key.request_hash:
+        raise key_reuse(key.key)
+    return object_id
+
+
+def remember_keyed(key: Key, *, mission, object_id: int) -> None:
+    """Remember `key` for what it made, for a write that does not remember it in an engine
+    statement (under the mission owner's account, in the mission's scope)."""
+    if key.key:
+        IdempotentRequest.objects.create(
+            owner_id=mission.owner_id, scope=f"m{mission.pk}:{key.suffix}", key=key.key, request_hash=key.request_hash, object_id=object_id,
+        )
 
 
 def replayed_id(*, owner, scope: str, key: str | None, body: dict[str, Any]) -> int | None:
@@ -55,56 +90,15 @@ def remember(*, owner, scope: str, key: str | None, body: dict[str, Any], object
         _row(owner_id=getattr(owner, "pk", owner), scope=scope, key=key, body=body, object_id=object_id).save()
 
 
-class Lookup:
-    """An idempotency lookup that rides along in the statement that locks the mission (see
-    `locking.lock_run`), for the writes an agent sends many times a second. The scope is the
-    mission's (`m<id>:<suffix>`), as for `replayed_id`.
-
-    The lookup reads what was committed when the statement started; a request with the same key
-    committed while this one waited for the lock is not seen, and this one's `remember` then
-    breaks the unique constraint: `retried_on_key_race` runs the write again, and the second
-    time the lookup finds the first request's object."""
-
-    def __init__(self, *, owner_id: int, suffix: str, key: str | None, body: dict[str, Any]) -> None:
-        self.owner_id = owner_id
-        self.suffix = suffix
-        self.key = key
-        self.body = body
-        self.found: tuple[int | None, str | None] = (None, None)
-
-    def annotations(self, mission_field: str) -> dict[str, Any]:
-        if not self.key:
-            return {}
-        scope = Concat(Value("m"), Cast(OuterRef(mission_field), CharField()), Value(f":{self.suffix}"), output_field=CharField())
-        earlier = IdempotentRequest.objects.filter(owner_id=self.owner_id, key=self.key, scope=scope)
-        return {
-            "replay_object_id": Subquery(earlier.values("object_id")[:1]),
-            "replay_request_hash": Subquery(earlier.values("request_hash")[:1]),
-        }
-
-    def read(self, row: Any) -> None:
-        if self.key:
-            self.found = (row.replay_object_id, row.replay_request_hash)
-
-    def replayed_id(self) -> int | None:
-        object_id, earlier_hash = self.found
-        if object_id is None:
-            return None
-        return _replayed(object_id, earlier_hash, self.key, self.body)
-
-    def remember(self, *, mission_id: int, object_id: Any, trip: RoundTrip) -> None:
-        """`object_id` may be an expression (the id of a row inserted earlier in the same trip)."""
-        if self.key:
-            row = _row(owner_id=self.owner_id, scope=f"m{mission_id}:{self.suffix}", key=self.key, body=self.body, object_id=object_id)
-            trip.insert(row, returning=False)
-
-
 # The unique constraints a second request with the same key runs into when it raced the first.
 RACED_KEYS = ("idempotent_request_unique", "operation_key_unique_per_mission")
 
 
 def retried_on_key_race(write: Callable[..., T]) -> Callable[..., T]:
-    """Run a write once more when its `remember` lost a race for the same key (see `Lookup`)."""
+    """The one race policy: the lookup reads what was committed when the locking statement
+    started, so a request with the same key committed while this one waited for the lock is not
+    seen, and this one's insert of the key then breaks the unique constraint. The write runs once
+    more, and the second time the lookup finds the first request's object."""
 
     @functools.wraps(write)
     def once_more(*args: Any, **kwargs: Any) -> T:

@@ -7,11 +7,11 @@ from django.utils import timezone
 
 from checkpoints.pruning import blob_writers_guard_expression
 from checkpoints.roundtrip import RoundTrip
+from quests.engine import writes
 from quests.models import Mission, Run
 from quests.services.access import visible
 from quests.services.audit import Actor
 from quests.services.errors import NotFound, run_ended
-from quests.services.idempotency import Lookup
 
 
 
@@ -41,7 +41,6 @@ def lock_run(
     actor: Actor,
     run_id: int,
     *,
-    lookup: Lookup | None = None,
     blobs: bool = False,
     head: bool = False,
     annotations: dict[str, Any] | None = None,
@@ -51,23 +50,42 @@ def lock_run(
     Only the mission's row is locked and only it is read fresh (a row locked by this statement
     is re-read when another writer changed it meanwhile; a joined row is not): the run as read
     here may be a moment old, so whether it may still write is the mission's `active_run`, kept
-    under the same lock. Optionally the statement also finds what an idempotency key already
-    created (`lookup`; its answer is `lookup.found`), takes the blob writers' shared lock for a
-    write that stores blobs (`blobs`), reads the mission's head checkpoint (`head`), and computes
+    under the same lock. The ORM form, for the operation ledger; the agent's other writes use
+    the engine's (`lock_run_for_write`). Optionally the statement also takes the blob writers'
+    shared lock for a write that stores blobs (`blobs`), reads the mission's head checkpoint (`head`), and computes
     any other `annotations` the caller needs (they see the mission as `mission_id`)."""
     related = ("mission", "mission__head_checkpoint") if head else ("mission",)
     rows = visible(actor, Run).select_related(*related).select_for_update(of=("mission",)).filter(pk=run_id)
     annotations = dict(annotations or {})
-    if lookup is not None:
-        annotations.update(lookup.annotations("mission_id"))
     if blobs and (guard := blob_writers_guard_expression()) is not None:
         annotations["blob_writers_guard"] = guard
     run = rows.annotate(**annotations).first()
     if run is None:
         raise NotFound(f"No run with id {run_id}.")
-    if lookup is not None:
-        lookup.read(run)
     return run, run.mission
+
+
+def caller(actor: Actor) -> writes.Caller:
+    """Whose missions the engine's statements may touch (as `access.visible` says)."""
+    token_mission_id = actor.token.mission_id if actor.token is not None else None
+    return writes.Caller(user_id=actor.user.pk, token_mission_id=token_mission_id)
+
+
+def lock_run_for_write(actor: Actor, run_id: int, key: writes.Key | None = None) -> writes.Locked:
+    """The engine's `lock_run` for an actor: the run, its mission locked, the key's earlier answer
+    and the head's agent-state refs, in one statement (which also takes the blob writers' guard)."""
+    locked = writes.lock_run(caller(actor), run_id, key) if actor.user is not None else None
+    if locked is None:
+        raise NotFound(f"No run with id {run_id}.")
+    return locked
+
+
+def refuse_unless_active(run: Run, mission: Mission) -> None:
+    """Fencing: a run that is no longer its mission's active run may not write (its id is its
+    fencing token). The active one's heartbeat goes with its write."""
+    if mission.active_run_id != run.pk:
+        run.refresh_from_db(fields=["ended_at", "stop_reason"])
+        raise run_ended(run.stop_reason)
 
 
 def lock_operation_mission(actor: Actor, operation_id: int) -> Mission:

@@ -16,6 +16,7 @@ from checkpoints.roundtrip import RoundTrip
 from notifications.events import notify_mission_moved
 from quests.models import (
     Approval,
+    AuditEvent,
     ApprovalStatus as A,
     MemoryProposal,
     Milestone,
@@ -25,7 +26,7 @@ from quests.models import (
     Run,
     StopReason,
 )
-from quests.services.audit import Actor, audit
+from quests.services.audit import Actor, audit, audit_event
 from quests.services.errors import Conflict
 from quests.services.preferences import moment
 from quests.retention.services.expiry import retention_mission_ended
@@ -243,10 +244,11 @@ def transition(
     detail: str | None = None,
     retry_at: datetime | None = None,
     fields: tuple[str, ...] = (),
-    trip: RoundTrip | None = None,
-) -> None:
+    save: bool = True,
+) -> AuditEvent:
     """Apply one transition to a mission whose row the caller holds locked, saving it (with
-    `fields` the caller changed alongside) and its audit event — at once, or in `trip`."""
+    `fields` the caller changed alongside) and its audit event. With `save=False` nothing is
+    written: the caller writes the mission and the returned audit event in its own statement."""
     _check(TRANSITIONS, mission.status, event, to, _mission_refusal)
     previous = mission.status
     mission.status = to
@@ -262,23 +264,15 @@ def transition(
         # The one place missions end: from here their working state starts to expire.
         fields += retention_mission_ended(mission)
     mission.state_version += 1
-    if trip is None:
-        mission.save(update_fields=fields)
-    else:
-        trip.save(mission, fields)
-    audit(
-        actor=actor,
-        mission=mission,
-        entity="mission",
-        entity_id=mission.pk,
-        action=event,
-        from_state=previous,
-        to_state=to,
-        stop_reason=stop_reason,
-        detail=detail or "",
-        trip=trip,
+    event = audit_event(
+        actor=actor, mission=mission, entity="mission", entity_id=mission.pk, action=event, from_state=previous,
+        to_state=to, stop_reason=stop_reason, detail=detail or "",
     )
     notify_mission_moved(mission, to)
+    if save:
+        mission.save(update_fields=fields)
+        event.save()
+    return event
 
 
 @dataclass(frozen=True)

@@ -12,21 +12,22 @@ from quests.services import idempotency, machine
 from quests.services.access import get_for, require_person
 from quests.services.audit import Actor, audit
 from quests.services.errors import InvalidInput
-from quests.services.locking import fence, lock_run
+from quests.services.locking import fence, lock_run_for_write
 
 
+@idempotency.retried_on_key_race
 def memory_propose(*, actor: Actor, run_id: int, name: str, value: str, reason: str, key: str | None = None) -> tuple[MemoryProposal, bool]:
+    keyed = idempotency.keyed("memory-proposals", key, {"name": name, "value": value, "reason": reason})
     with transaction.atomic():
-        run, mission = lock_run(actor, run_id)
-        body = {"name": name, "value": value, "reason": reason}
-        scope = f"m{mission.pk}:memory-proposals"
-        replayed = idempotency.replayed_id(owner=mission.owner, scope=scope, key=key, body=body)
+        locked = lock_run_for_write(actor, run_id, keyed)
+        run, mission = locked.run, locked.mission
+        replayed = idempotency.replayed(keyed, locked.replay)
         if replayed is not None:
             return MemoryProposal.objects.get(pk=replayed), True
         fence(run, mission)
         proposal = MemoryProposal.objects.create(owner=mission.owner, mission=mission, run=run, name=name, value=value, reason=reason)
         audit(actor=actor, mission=mission, entity="memory_proposal", entity_id=proposal.pk, action="propose", to_state="pending")
-        idempotency.remember(owner=mission.owner, scope=scope, key=key, body=body, object_id=proposal.pk)
+        idempotency.remember_keyed(keyed, mission=mission, object_id=proposal.pk)
         return proposal, False
 
 

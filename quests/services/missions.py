@@ -2,16 +2,15 @@
 
 from functools import partial
 
-from django.db import IntegrityError, transaction
+from django.db import transaction
 from django.utils import timezone
 
 from checkpoints.graph import graph_branch
 from checkpoints.models import DURABLE_RECORD_KINDS, Checkpoint, Record
-from checkpoints.roundtrip import RoundTrip
 from checkpoints.services import checkpoint_agent_state, parts_get
 from quests import limits
-from quests.models import ApprovalStatus, Constraint, ConstraintSource, MilestoneKind, Mission, MissionStatus, StopReason
-from quests.services import idempotency, machine, pending
+from quests.models import ApprovalStatus, AuditEvent, Constraint, ConstraintSource, MilestoneKind, Mission, MissionStatus, StopReason
+from quests.services import idempotency, machine, pending, savestate
 from quests.services.access import get_for, require_person, require_whole_account
 from quests.services.audit import Actor, audit, audit_event
 from quests.services.errors import Conflict, InvalidInput, NotFound, require_within
@@ -20,6 +19,7 @@ from quests.services.savestate import take_checkpoint
 from quests.services.snapshots import state_changed
 
 
+@idempotency.retried_on_key_race
 def mission_create(
     *,
     actor: Actor,
@@ -38,19 +38,12 @@ def mission_create(
     replayed = idempotency.replayed_id(owner=actor.user, scope="missions", key=key, body=body)
     if replayed is not None:
         return Mission.objects.get(pk=replayed), True
-    try:
-        with transaction.atomic():
-            mission = Mission.objects.create(owner=actor.user, title=title, objective=objective, planned_milestones=planned)
-            audit(actor=actor, mission=mission, entity="mission", entity_id=mission.pk, action="create", to_state=mission.status)
-            _constraints_create(mission, texts=constraints or [], source=ConstraintSource.USER, actor=actor)
-            idempotency.remember(owner=actor.user, scope="missions", key=key, body=body, object_id=mission.pk)
-            return mission, False
-    except IntegrityError:
-        # Two requests with the same new key raced; the other one created the mission.
-        replayed = idempotency.replayed_id(owner=actor.user, scope="missions", key=key, body=body)
-        if replayed is None:
-            raise
-        return Mission.objects.get(pk=replayed), True
+    with transaction.atomic():
+        mission = Mission.objects.create(owner=actor.user, title=title, objective=objective, planned_milestones=planned)
+        audit(actor=actor, mission=mission, entity="mission", entity_id=mission.pk, action="create", to_state=mission.status)
+        _constraints_create(mission, texts=constraints or [], source=ConstraintSource.USER, actor=actor)
+        idempotency.remember(owner=actor.user, scope="missions", key=key, body=body, object_id=mission.pk)
+        return mission, False
 
 
 def _constraint_create(mission: Mission, *, text: str, source: str, actor: Actor, replaces: Constraint | None = None) -> Constraint:
@@ -68,16 +61,14 @@ def _constraints_create(
     # Every constraint, a correction's too, keeps to one length, so any of them can be edited.
     for text in texts:
         require_within(text, limits.CONSTRAINT_TEXT, what="A constraint", field="note" if source == ConstraintSource.CORRECTION else "text")
-    trip = RoundTrip()
-    constraints = [Constraint(mission=mission, text=text, source=source, replaces=replaces) for text in texts]
-    trip.insert(constraints)
-    trip.run()
-    trip.insert([
+    constraints = Constraint.objects.bulk_create(
+        [Constraint(mission=mission, text=text, source=source, replaces=replaces) for text in texts]
+    )
+    AuditEvent.objects.bulk_create([
         audit_event(actor=actor, mission=mission, entity="constraint", entity_id=c.pk, action="add", to_state="active", text=c.text)
         for c in constraints
-    ], returning=False)
-    state_changed(mission, trip=trip)
-    trip.run()
+    ])
+    state_changed(mission, sections=("constraints",) if mission.state_refs else savestate.SECTIONS)
     return constraints
 
 

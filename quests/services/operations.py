@@ -114,8 +114,8 @@ def _save(op: Operation, mission: Mission, ledger: list[Operation], trip: RoundT
     """Send the operation's change with the ledger section rewritten from what was read under
     the lock (the changed operation as changed here), in one round trip."""
     savestate.apply_sections(mission, {}, rows={"operations": ledger})
-    state_changed(mission, sections=(), trip=trip)
     trip.run()
+    state_changed(mission, sections=())
     return op
 
 

@@ -7,28 +7,27 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from checkpoints.roundtrip import RoundTrip
 from notifications.events import notify_run_stalled
+from quests.engine import writes
 from quests.models import Mission, MissionStatus, Run, StopReason
 from quests.services import idempotency, machine, pending
-from quests.services.access import visible
-from quests.services.audit import SYSTEM, Actor, audit
+from quests.services.audit import SYSTEM, Actor, audit_event
 from quests.services.errors import Conflict, NotFound, mission_not_startable, run_ended
-from quests.services.locking import fence, lock_mission, lock_run
+from quests.services.locking import caller, lock_mission, lock_run_for_write, refuse_unless_active
 from quests.services.savestate import take_checkpoint
 
 
 @idempotency.retried_on_key_race
 def run_start(*, actor: Actor, mission_id: int, agent: str = "", key: str | None = None) -> tuple[Run, bool]:
-    """Start a run. Returns (run, replayed). A stale active run is ended `interrupted` first."""
-    lookup = idempotency.Lookup(owner_id=actor.user.pk if actor.user else 0, suffix="runs", key=key, body={"agent": agent})
+    """Start a run: lock, replay on key, end a stale active run, write, answer. Returns (run,
+    replayed). The start itself is one statement (`writes.run_start`)."""
+    keyed = idempotency.keyed("runs", key, {"agent": agent})
     with transaction.atomic():
-        rows = visible(actor, Mission).select_for_update(of=("self",)).filter(pk=mission_id)
-        mission = rows.annotate(**lookup.annotations("pk")).first()
-        if mission is None:
+        found = writes.lock_mission(caller(actor), mission_id, keyed) if actor.user is not None else None
+        if found is None:
             raise NotFound(f"No mission with id {mission_id}.")
-        lookup.read(mission)
-        replayed = lookup.replayed_id()
+        mission, replay = found
+        replayed = idempotency.replayed(keyed, replay)
         if replayed is not None:
             return Run.objects.get(pk=replayed), True
         if mission.active_run_id is not None:
@@ -55,30 +54,25 @@ def run_start(*, actor: Actor, mission_id: int, agent: str = "", key: str | None
         mission.run_count += 1
         now = timezone.now()
         run = Run(mission=mission, number=mission.run_count, agent=agent, token=actor.token, started_at=now, heartbeat_at=now)
-        run.save()
-        # The rest in one round trip: the mission's new state, both audit events, the key.
-        trip = RoundTrip()
+        events = [
+            machine.transition(mission, event="start_run", to=MissionStatus.RUNNING, actor=actor, save=False),
+            audit_event(actor=actor, mission=mission, entity="run", entity_id=None, action="start", to_state="active"),
+        ]
+        mission.updated_at = now
+        run.pk = writes.run_start(run, mission, events, keyed)
+        run._state.adding = False
         mission.active_run = run
-        machine.transition(mission, event="start_run", to=MissionStatus.RUNNING, actor=actor, fields=("run_count", "active_run"), trip=trip)
-        audit(actor=actor, mission=mission, entity="run", entity_id=run.pk, action="start", to_state="active", trip=trip)
-        lookup.remember(mission_id=mission.pk, object_id=run.pk, trip=trip)
-        trip.run()
         return run, False
 
 
 def run_heartbeat(*, actor: Actor, run_id: int) -> Run:
-    """One round trip: a compare-and-set on the run row alone, and the run read back. A heartbeat
-    never needs the mission's lock, and it can never revive a run that a pause or a sweep has
-    just ended."""
-    runs = visible(actor, Run).filter(pk=run_id)
-    trip = RoundTrip()
-    beat = trip.update(Run.objects.filter(pk__in=runs.values("pk"), ended_at__isnull=True), heartbeat_at=timezone.now())
-    read = trip.select(runs)
-    trip.run()
-    if not read.rows:
+    """One statement (`writes.heartbeat`): a compare-and-set on the run row alone, and the run
+    read back. A heartbeat never needs the mission's lock, and it can never revive a run that a
+    pause or a sweep has just ended."""
+    run, beaten = writes.heartbeat(caller(actor), run_id) if actor.user is not None else (None, False)
+    if run is None:
         raise NotFound(f"No run with id {run_id}.")
-    run = read.rows[0]
-    if not beat.count:
+    if not beaten:
         raise run_ended(run.stop_reason)
     return run
 
@@ -113,8 +107,9 @@ def run_stop(
     *, actor: Actor, run_id: int, reason: str, detail: str = "", retry_at: datetime | None = None
 ) -> Run:
     with transaction.atomic():
-        run, mission = lock_run(actor, run_id)
-        fence(run, mission)
+        locked = lock_run_for_write(actor, run_id)
+        run, mission = locked.run, locked.mission
+        refuse_unless_active(run, mission)
         event, to = machine.STOP_EVENTS[reason]
         run_end(mission, run, event=event, to=to, stop_reason=reason, detail=detail, retry_at=retry_at, actor=actor)
         return run

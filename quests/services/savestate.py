@@ -16,17 +16,18 @@ equal it (tests/test_properties_savestate.py checks that after random sequences 
 Two sections are made from the mission row itself when a checkpoint is written: `mission` (its
 title, status, …) and `archive` (how much compaction has moved out of active state)."""
 
-import json
 from collections.abc import Iterable
 from typing import Any
 
 from django.conf import settings
-from django.db.models import Count, Max, OuterRef, Q, QuerySet, Subquery, Sum
-from django.utils import timezone
+from django.db import DEFAULT_DB_ALIAS
+from django.db.models import Count, Max, Q, QuerySet, Sum
 
 from checkpoints import compaction, services as storage
 from checkpoints.models import Checkpoint, Operation, Record, RecordKind, Trigger
+from checkpoints.pruning import blob_writers_guard
 from checkpoints.roundtrip import RoundTrip, Selected
+from quests.engine import writes
 from quests.models import Approval, Constraint, Mission, Milestone, Run
 from quests.schemas import ApprovalOut, MilestoneOut, MissionSummaryOut, OperationOut, dump
 from quests.services.locking import named_now
@@ -238,23 +239,24 @@ def take_checkpoint(
     agent_state: dict[str, Any] | None = None,
     agent_parts: tuple[dict[str, str], dict[str, bytes], int] | None = None,
     note: str = "",
-    trip: RoundTrip | None = None,
     guarded: bool = False,
     stored: set[str] = frozenset(),
+    beat: bool = False,
+    key: writes.Key | None = None,
 ) -> Checkpoint:
     """Write a checkpoint of the mission (whose row the caller holds locked) and move its head.
 
     The agent's checkpoints and background snapshots copy the current document. The system's
     own (a stop, an approval, a milestone, a restore) come after changes made by the people-side
-    services and rebuild every section (and recount the archive) first, so they never depend on a section being refreshed.
-    With `trip`, the final statements are added to it and the caller runs it (see
-    `checkpoints.services.checkpoint_write`)."""
+    services and rebuild every section (and recount the archive) first, so they never depend on a
+    section being refreshed. The write is the engine's one statement (`writes.checkpoint_write`),
+    which also beats `run` (`beat`) and remembers the idempotency `key` that asked for it."""
     if trigger not in (Trigger.AGENT, Trigger.BACKGROUND):
         # A restore sets records aside, so the archive totals are counted again too.
         sections_refresh(mission, recount=True)
     return _write(
-        mission, trigger=trigger, run=run, agent_state=agent_state, agent_parts=agent_parts, note=note, trip=trip,
-        guarded=guarded, stored=stored,
+        mission, trigger=trigger, run=run, agent_state=agent_state, agent_parts=agent_parts, note=note,
+        guarded=guarded, stored=stored, beat=beat, key=key,
     )
 
 
@@ -275,26 +277,18 @@ def head_of(mission: Mission) -> Checkpoint | None:
     return named_now(mission, "head_checkpoint")
 
 
-def head_parts_annotations() -> dict[str, Subquery]:
-    """For the statement that locks the mission (seen as `mission_id`): the head's id and its
-    agent-state refs, so a checkpoint sends only the parts the head does not already hold."""
-    head = Checkpoint.objects.filter(pk=OuterRef("mission__head_checkpoint_id"))
-    return {"head_seen_id": Subquery(head.values("pk")[:1]), "head_seen_parts": Subquery(head.values("agent_state_refs")[:1])}
-
-
-def head_parts(row: Any, mission: Mission) -> set[str]:
-    """The blobs the head's agent state refers to, if the head read with the lock is still the
-    head (the locked row says so): they exist, and cannot be collected while the head is the head."""
-    if row.head_seen_id is None or row.head_seen_id != mission.head_checkpoint_id or not row.head_seen_parts:
-        return set()
-    parts = row.head_seen_parts
-    return set((json.loads(parts) if isinstance(parts, str) else parts).values())
-
-
-def checkpoint_id_of(mission: Mission, seq: int) -> Subquery:
-    """The id of the mission's checkpoint number `seq`, for a statement in the same round trip as
-    the insert that creates it."""
-    return Subquery(Checkpoint.objects.filter(mission_id=mission.pk, seq=seq).values("pk")[:1])
+def _agent_side(
+    mission: Mission, agent_state: dict[str, Any] | None, agent_parts: tuple[dict[str, str], dict[str, bytes], int] | None
+) -> tuple[dict[str, str], dict[str, bytes], int]:
+    """The agent state's refs, the contents that may be new, and its size. With neither a state
+    nor its parts, the head's agent state is carried over by reference (the system's checkpoints)."""
+    if agent_parts is not None:
+        return agent_parts
+    if agent_state is None:
+        head = head_of(mission)
+        return (dict(head.agent_state_refs), {}, head.agent_state_bytes) if head else ({}, {}, 0)
+    refs, contents = storage.parts(agent_state)
+    return refs, contents, sum(len(contents[sha]) for sha in refs.values())
 
 
 def _write(
@@ -305,11 +299,14 @@ def _write(
     agent_state: dict[str, Any] | None = None,
     agent_parts: tuple[dict[str, str], dict[str, bytes], int] | None = None,
     note: str = "",
-    trip: RoundTrip | None = None,
     guarded: bool = False,
     archived: "compaction.Archived | None" = None,
     stored: set[str] = frozenset(),
+    beat: bool = False,
+    key: writes.Key | None = None,
 ) -> Checkpoint:
+    if not guarded:
+        blob_writers_guard()
     if archived is None and _report(mission)["archive_due"]:
         archived = _notes_archive(mission)
     refs, contents = current_document(mission)
@@ -322,47 +319,44 @@ def _write(
         kept=_kept(report),
         note_cutoff=report["note_cutoff"],
     )
-    own = trip is None
-    trip = trip or RoundTrip()
-    seq = mission.next_checkpoint_seq
-    checkpoint = storage.checkpoint_write(
-        mission_id=mission.pk,
-        run_id=run.pk if run else None,
-        parent=head_of(mission) if agent_state is None and agent_parts is None else None,
-        parent_id=mission.head_checkpoint_id,
-        seq=seq,
-        trigger=trigger,
-        state_refs=refs,
-        state_contents=contents,
-        state_size=sum(sizes.get(name, 0) for name in refs),
-        agent_state=agent_state,
-        agent_parts=agent_parts,
-        record_watermark=report["watermark"],
-        note=note,
-        compaction_report=compaction_report,
-        extra_blobs=archived.blobs if archived else [],
-        trip=trip,
-        guarded=guarded,
-        stored=stored,
-    )
-    if archived is not None:
-        archived.stage_update(trip)
+    agent_refs, agent_contents, agent_size = _agent_side(mission, agent_state, agent_parts)
     report["since"] = {"tool_outputs": 0, "bytes": 0}
     report["archive_due"] = False
+    row = writes.CheckpointRow(
+        mission_id=mission.pk,
+        run_id=run.pk if run else None,
+        parent_id=mission.head_checkpoint_id,
+        seq=mission.next_checkpoint_seq,
+        trigger=trigger,
+        hash=storage.document_hash(refs, agent_refs),
+        note=note,
+        state_refs=refs,
+        agent_state_refs=agent_refs,
+        record_watermark=report["watermark"],
+        size_bytes=sum(sizes.get(name, 0) for name in refs) + agent_size,
+        agent_state_bytes=agent_size,
+        compaction_report=compaction_report,
+        # Blobs the caller knows exist (the head's parts) are not sent again.
+        blobs={sha: content for sha, content in {**contents, **agent_contents}.items() if sha not in stored},
+        archived_blobs={blob.sha256: bytes(blob.data) for blob in archived.blobs} if archived else {},
+        archived_previews=archived.previews if archived else {},
+        mission_state_refs=mission.state_refs,
+        mission_state_report=mission.state_report,
+    )
+    written = writes.checkpoint_write(row, beat_run_id=run.pk if beat and run else None, key=key, key_owner_id=mission.owner_id)
+    checkpoint = Checkpoint(
+        id=written.id, created_at=written.created_at, mission_id=mission.pk, run_id=row.run_id, parent_id=row.parent_id,
+        seq=row.seq, trigger=trigger, hash=row.hash, note=note, state_refs=refs, agent_state_refs=agent_refs,
+        record_watermark=row.record_watermark, size_bytes=row.size_bytes, agent_state_bytes=agent_size,
+        new_bytes=written.new_bytes, compaction_report=compaction_report,
+    )
+    checkpoint._state.adding, checkpoint._state.db = False, DEFAULT_DB_ALIAS
+    if beat and run:
+        run.heartbeat_at = written.created_at
     mission.state_pending = {}
     mission.head_checkpoint = checkpoint
-    mission.next_checkpoint_seq = seq + 1
-    mission.updated_at = timezone.now()
-    trip.update(
-        Mission.objects.filter(pk=mission.pk),
-        head_checkpoint=checkpoint_id_of(mission, seq),
-        next_checkpoint_seq=mission.next_checkpoint_seq,
-        updated_at=mission.updated_at,
-        **current_fields(mission),
-    )
-    if own:
-        trip.run()
-        mission.head_checkpoint = checkpoint  # now with its id
+    mission.next_checkpoint_seq = row.seq + 1
+    mission.updated_at = written.created_at
     return checkpoint
 
 

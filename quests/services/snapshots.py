@@ -5,8 +5,8 @@ only a wake-up call. So a broker that is down, a message that is lost or a worke
 delays a snapshot and never loses one, and a message delivered twice does no harm:
 
 - every service that changes save state calls `state_changed`, which asks for a snapshot inside
-  its own transaction (`snapshot_request`): at most one
-  request per mission is pending, and its `not_before` keeps snapshots of one mission at least
+  its own transaction (in the engine's `state_save` statement): at most one request per mission
+  is pending, and its `not_before` keeps snapshots of one mission at least
   QUESTLOG_SNAPSHOT_INTERVAL apart; the message is published after commit and a failed publish
   is only logged;
 - a worker claims the request with a compare-and-set update (`snapshot_take`), writes the
@@ -29,8 +29,8 @@ from django.db.models import F, Min, Q
 from django.utils import timezone
 
 from checkpoints import pruning
-from checkpoints.roundtrip import RoundTrip
 from checkpoints.models import Checkpoint, RetentionPolicy, SnapshotRequest, Trigger
+from quests.engine import writes
 from quests.models import Hold, Mission, Run
 from quests.services.locking import lock_mission
 from quests.services.runs import stalled_runs
@@ -54,47 +54,37 @@ def _stale_after() -> timedelta:
 
 
 def state_changed(
-    mission: Mission, *, sections: Iterable[str] = savestate.SECTIONS, trip: RoundTrip | None = None
+    mission: Mission,
+    *,
+    sections: Iterable[str] = savestate.SECTIONS,
+    key: writes.Key | None = None,
+    made_id: int | None = None,
+    resolves: int | None = None,
 ) -> None:
     """Called by every service that changes save state, in its transaction, holding the mission's
     lock. Refreshes the sections it changed (every section unless it names them; none when it
     applied them itself with `savestate.apply_sections`), bumps the mission's state version (live
-    pages poll it), saves the current document and asks for a technical snapshot. With `trip`
-    the writes join the caller's round trip, which the caller runs."""
+    pages poll it), saves the current document and asks for a technical snapshot: one statement
+    (`writes.state_save`), which also remembers the idempotency `key` that made `made_id` and
+    tells the record a new record `resolves` who resolved it."""
     if sections:
         savestate.sections_refresh(mission, sections, recount=not mission.state_refs)
-    own = trip is None
-    trip = trip or RoundTrip()
     mission.state_version += 1
-    trip.update(
-        Mission.objects.filter(pk=mission.pk), state_version=mission.state_version, **savestate.current_fields(mission)
-    )
-    snapshot_request(mission, trip)
-    if own:
-        trip.run()
-
-
-def snapshot_request(mission: Mission, trip: RoundTrip) -> None:
-    """Ask for a background snapshot of the mission, inside the caller's transaction (one
-    statement, in the caller's round trip).
-
-    Activity while a request is pending joins it: the insert meets the one-pending-request
-    constraint and does nothing. Otherwise a new request is due QUESTLOG_SNAPSHOT_INTERVAL after
-    the mission's previous claim, so bursts of activity give at most one snapshot per interval,
-    and the first change after a quiet spell is taken at once. The message goes out after commit
-    and the request is then marked published (one more statement, once per new request); if
-    publishing fails the sweep publishes it later."""
     now = timezone.now()
     not_before = now
+    # A new request is due QUESTLOG_SNAPSHOT_INTERVAL after the mission's previous claim, so
+    # bursts of activity give at most one snapshot per interval, and the first change after a
+    # quiet spell is taken at once; activity while a request is pending joins it.
     if mission.snapshot_claimed_at is not None:
         not_before = max(now, mission.snapshot_claimed_at + timedelta(seconds=settings.QUESTLOG_SNAPSHOT_INTERVAL))
-    step = trip.insert(SnapshotRequest(mission_id=mission.pk, not_before=not_before), ignore_conflicts=True)
-
-    def publish() -> None:
-        if step.inserted:
-            snapshot_enqueue(step.inserted[0], not_before)
-
-    transaction.on_commit(publish)
+    request_id = writes.state_save(writes.StateSave(
+        mission_id=mission.pk, state_version=mission.state_version, state_refs=mission.state_refs,
+        state_pending=mission.state_pending, state_report=mission.state_report, snapshot_not_before=not_before,
+        key=key, key_owner_id=mission.owner_id, object_id=made_id, resolves=resolves,
+    ))
+    if request_id is not None:
+        # The message goes out after commit; if publishing fails the sweep publishes it later.
+        transaction.on_commit(lambda: snapshot_enqueue(request_id, not_before))
 
 
 def snapshot_enqueue(request_id: int, not_before: datetime | None = None) -> bool:
@@ -138,16 +128,12 @@ def snapshot_take(*, request_id: int) -> str:
             # worker meanwhile (this one was presumed dead), the token differs and this one's
             # snapshot is rolled back, so the request is carried out once. The mission keeps the
             # claim's time: the next request's debounce counts from it.
-            trip = RoundTrip()
-            close = trip.update(
-                SnapshotRequest.objects.filter(pk=request_id, status=CLAIMED, claim_token=token),
+            closed = SnapshotRequest.objects.filter(pk=request_id, status=CLAIMED, claim_token=token).update(
                 status=DONE, completed_at=timezone.now(), checkpoint=checkpoint, outcome=outcome,
             )
-            trip.update(Mission.objects.filter(pk=mission.pk), snapshot_claimed_at=now)
-            trip.run()
-            closed = close.count
             if not closed:
                 raise _ClaimLost
+            Mission.objects.filter(pk=mission.pk).update(snapshot_claimed_at=now)
     except _ClaimLost:
         return "claim_lost"
     except Mission.DoesNotExist:

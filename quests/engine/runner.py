@@ -1,0 +1,95 @@
+"""Running the engine's statements on Django's own connection.
+
+The statements go through Django's cursor wrappers, so they are part of Django's transaction,
+its query log (the query budgets count them) and its execute wrappers (the request deadline). On
+PostgreSQL the cursor binds server-side, whatever the connection's default: psycopg then
+prepares each statement on the connection (`prepare_threshold` in config/database.py), so a
+hot statement is parsed and planned once per connection instead of once per call. Django's own
+queries keep their client-side binding."""
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime
+from typing import Any, TypeVar
+
+from django.db import connection
+from django.db.models import Model
+from django.utils import timezone
+
+M = TypeVar("M", bound=Model)
+
+
+def is_postgresql() -> bool:
+    return connection.vendor == "postgresql"
+
+
+def cursor():
+    """A cursor on Django's connection: server-side binding on PostgreSQL, Django's own elsewhere."""
+    if not is_postgresql():
+        return connection.cursor()
+    from django.db.backends.postgresql.base import ServerBindingCursor
+
+    connection.ensure_connection()
+    raw = ServerBindingCursor(connection.connection)
+    # Django's own wrapping (query log, execute wrappers), as `connection.cursor()` does it.
+    return connection.make_debug_cursor(raw) if connection.queries_logged else connection.make_cursor(raw)
+
+
+def bound(params: Mapping[str, Any]) -> dict[str, Any]:
+    """Parameters as the database takes them: JSON as text, times as the backend stores them."""
+    return {name: _adapt(value) for name, value in params.items()}
+
+
+def _adapt(value: Any) -> Any:
+    if isinstance(value, dict):
+        return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    if isinstance(value, datetime) and not is_postgresql():
+        return connection.ops.adapt_datetimefield_value(value)
+    return value
+
+
+def fetch(statement: str, params: Mapping[str, Any]) -> list[tuple]:
+    """One statement, its rows (none for a write without RETURNING)."""
+    with cursor() as c:
+        c.execute(statement, bound(params))
+        return c.fetchall() if c.description else []
+
+
+def fetch_named(statement: str, params: Mapping[str, Any]) -> list[dict[str, Any]]:
+    with cursor() as c:
+        c.execute(statement, bound(params))
+        names = [column.name for column in c.description]
+        return [dict(zip(names, row)) for row in c.fetchall()]
+
+
+def steps(statements: Iterable[tuple[str, Mapping[str, Any]]]) -> list[tuple[list[tuple], int]]:
+    """Several statements one after the other (SQLite's form of a PostgreSQL one-statement write):
+    each one's rows and row count."""
+    results = []
+    with cursor() as c:
+        for statement, params in statements:
+            c.execute(statement, bound(params))
+            results.append((c.fetchall() if c.description else [], c.rowcount))
+    return results
+
+
+def model_from_row(model: type[M], values: Sequence[Any]) -> M:
+    """An instance of `model` from its columns in field order, converted as Django converts them
+    when it reads the model (JSON decoded, SQLite's times parsed)."""
+    fields = model._meta.concrete_fields
+    converted = []
+    for field, value in zip(fields, values):
+        expression = field.get_col(model._meta.db_table)
+        for converter in connection.ops.get_db_converters(expression) + expression.get_db_converters(connection):
+            value = converter(value, expression, connection)
+        converted.append(value)
+    return model.from_db(connection.alias, [f.attname for f in fields], converted)
+
+
+def json_value(value: Any) -> Any:
+    """A JSON column read outside a model (PostgreSQL's driver hands Django's JSON as text)."""
+    return json.loads(value) if isinstance(value, str | bytes) else value
+
+
+def now() -> datetime:
+    return timezone.now()
