@@ -8,8 +8,12 @@ from types import SimpleNamespace
 
 import httpx
 import pytest
+from django.db.utils import OperationalError
 from django.utils import timezone
 
+from questlog_client.errors import ApiError
+from questlog_client.mcp.tools import refusal
+from quests.api import mcp_backend
 from quests.models import Mission, Run
 from quests.services import throttle
 from quests.services.runs import sweep_stalled_runs
@@ -321,3 +325,14 @@ def test_the_api_rate_counts_mcp_requests_and_never_refuses_a_receipt(url, token
     assert limited.status_code == 429 and limited.json()["error"]["code"] == "rate_limited" and limited.headers["Retry-After"]
     receipt = call("complete_operation", {"operation_id": go["operation_id"], "external_id": "m1", "external_status": "sent"})
     assert receipt.status_code == 200 and receipt.json()["result"]["structuredContent"]["status"] == "completed"
+
+
+def test_a_database_outage_is_the_apis_503_as_a_tool_error():
+    def outage():
+        raise OperationalError("connection refused")
+    with pytest.raises(ApiError) as raised:
+        mcp_backend.refused(outage)
+    assert raised.value.status == 503 and raised.value.code == "unavailable"
+    assert raised.value.error["retry_after"] and "nothing was written" in raised.value.message
+    error = refusal(raised.value).structured_content
+    assert error == {"error": raised.value.error, "status": 503}

@@ -92,12 +92,14 @@ api = QuestlogAPI(
 DATABASE_RETRY_AFTER = 5
 
 
-def database_unavailable_response(exc: BaseException | None = None) -> JsonResponse:
+def database_unavailable_message(exc: BaseException | None = None) -> str:
     if timed_out(exc):
-        message = "The database did not answer within the request's deadline; nothing was written. Try again shortly."
-    else:
-        message = "The database is unreachable; nothing was written. Try again shortly."
-    response = error_response(503, "unavailable", message, retry_after=DATABASE_RETRY_AFTER)
+        return "The database did not answer within the request's deadline; nothing was written. Try again shortly."
+    return "The database is unreachable; nothing was written. Try again shortly."
+
+
+def database_unavailable_response(exc: BaseException | None = None) -> JsonResponse:
+    response = error_response(503, "unavailable", database_unavailable_message(exc), retry_after=DATABASE_RETRY_AFTER)
     response["Retry-After"] = str(DATABASE_RETRY_AFTER)
     return response
 

@@ -4,7 +4,6 @@ service called for the token's actor, the answer shaped by the API's output sche
 request's own thread (Django's database connection belongs to it), with a refusal raised as the
 API's error object."""
 
-import json
 from collections.abc import Callable
 from contextvars import ContextVar
 from typing import Any, TypeVar
@@ -18,7 +17,7 @@ from pydantic import BaseModel, ValidationError
 from checkpoints.services import canonical_json
 from questlog_client.errors import ApiError
 from quests import storable
-from quests.api import database_unavailable_response
+from quests.api import DATABASE_RETRY_AFTER, database_unavailable_message
 from quests.api.schemas import ApprovalIn, CheckpointIn, CompleteIn, FailIn, MissionIn, OperationIn, RecordIn, RunIn, StopIn
 from quests.models import Mission
 from quests.schemas import ApprovalOut, CheckpointOut, MissionOut, OperationOut, RecordOut, RunOut, RunStartOut
@@ -72,8 +71,9 @@ def refused(call: Callable[[], Any]) -> Any:
     except ServiceError as exc:
         raise as_api_error(exc) from None
     except (OperationalError, InterfaceError) as exc:
-        error = json.loads(database_unavailable_response(exc).content)["error"]
-        raise ApiError(error["message"], status=503, code=error["code"], error=error) from None
+        message = database_unavailable_message(exc)  # the API's 503, in the same words
+        error = {"code": "unavailable", "message": message, "retry_after": DATABASE_RETRY_AFTER}
+        raise ApiError(message, status=503, code="unavailable", error=error) from None
 
 
 class ServiceBackend:

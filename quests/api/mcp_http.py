@@ -5,7 +5,6 @@ JSON answer, no session kept between requests — so the same WSGI server (`runs
 `make run`, gunicorn's threaded workers for `make serve`) serves it beside the pages and the API.
 The tools run on this request's thread (questlog_client.mcp.tools over quests/api/mcp_backend.py)."""
 
-import json
 from functools import cache
 from typing import Any
 
@@ -19,6 +18,7 @@ from mcp.server.mcpserver import MCPServer
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 
 from questlog_client.mcp.tools import build_server
+from quests import storable
 from quests.api import database_unavailable_response, error_response
 from quests.api.mcp_backend import backend_for_request, current_actor
 from quests.services import throttle
@@ -54,8 +54,8 @@ def bearer_actor(request: HttpRequest) -> Actor | None:
 def is_receipt(body: bytes) -> bool:
     """Whether the request is a call of a receipt tool (anything unreadable is not)."""
     try:
-        message = json.loads(body)
-    except ValueError:
+        message = storable.parse_json(body, subject="The request body")
+    except storable.Unstorable:
         return False
     params = message.get("params") if isinstance(message, dict) else None
     return message.get("method") == "tools/call" and isinstance(params, dict) and params.get("name") in RECEIPT_TOOLS

@@ -425,6 +425,7 @@ NOT_SCANNED = {
     "api/v1/": "the API's root: nothing there (404 JSON)",
     "api/v1/openapi.json": "a JSON document for agents, not a page",
     "api/v1/docs": "django-ninja's generated API reference for agent developers, not one of our pages",
+    "mcp": "the MCP server for agent hosts (JSON-RPC over HTTP, tokens only), not a page",
     "approvals/count/": "the navigation's inbox badge as a fragment its poll swaps in: scanned inside every page above",
     "account/export/": "a JSON download (Content-Disposition: attachment), not a page",
     "accounts/password_change/": "Django's stock view shown with the admin's templates; no page of ours links to it",
