@@ -45,8 +45,9 @@ class Notification(models.Model):
     # Ids, titles, action, reason, respond-by and links only: never agent state or checkpoint contents.
     data = models.JSONField(default=dict)
     created_at = models.DateTimeField(auto_now_add=True)
-    # The person chose the daily digest for this kind when it happened; `digest` is set once a
-    # digest (itself a notification) has listed it.
+    # The person chose the daily digest for this kind when it happened, and it waits for one;
+    # `digest` is set once a digest (itself a notification) has listed it. Cleared, unlisted, when
+    # its cause moved on before the digest (an approval decided meanwhile).
     in_digest = models.BooleanField(default=False)
     digest = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="listed")
 

@@ -9,7 +9,7 @@ from django.utils import timezone
 
 from notifications import events
 from notifications.models import EventKind, Notification
-from quests.models import Approval, ApprovalStatus
+from quests.models import Approval, ApprovalStatus, Milestone, Mission, MissionStatus
 
 
 
@@ -44,11 +44,41 @@ def digest_groups(notifications: list[Notification]) -> list[dict]:
     ]
 
 
+def moved_on(notifications: list[Notification]) -> set[int]:
+    """The notifications whose cause no longer waits for the person: an approval decided or
+    withdrawn since, a milestone reviewed, a quest no longer blocked or failed. A digest lists what
+    waits, not what happened while nobody read the mail (three queries, whatever the count)."""
+    def ids(kinds: tuple[str, ...], part: str) -> dict[int, int]:
+        return {n.pk: (n.data.get(part) or {}).get("id") for n in notifications if n.kind in kinds}
+
+    approvals = ids((EventKind.APPROVAL_REQUESTED, EventKind.APPROVAL_EXPIRING), "approval")
+    milestones = ids((EventKind.MILESTONE_AWAITING_REVIEW,), "milestone")
+    missions = {n.pk: n.mission_id for n in notifications if n.kind in MISSION_STILL}
+    pending = set(Approval.objects.filter(pk__in=approvals.values(), status=ApprovalStatus.PENDING).values_list("pk", flat=True))
+    to_review = set(Milestone.objects.awaiting_review().filter(pk__in=milestones.values()).values_list("pk", flat=True))
+    statuses = dict(Mission.objects.filter(pk__in=missions.values()).values_list("pk", "status"))
+    by_kind = {n.pk: n.kind for n in notifications}
+    return (
+        {pk for pk, approval_id in approvals.items() if approval_id not in pending}
+        | {pk for pk, milestone_id in milestones.items() if milestone_id not in to_review}
+        | {pk for pk, mission_id in missions.items() if statuses.get(mission_id) != MISSION_STILL[by_kind[pk]]}
+    )
+
+
+# A quest's event still waits while the quest is in the status that caused it.
+MISSION_STILL = {EventKind.MISSION_BLOCKED: MissionStatus.BLOCKED, EventKind.MISSION_FAILED: MissionStatus.FAILED}
+
+
 def digest_send(*, owner_id: int, day: str) -> Notification | None:
-    """One digest for one person and day, listing every digest-mode notification not yet listed;
-    none when nothing waits, or when today's was made already."""
+    """One digest for one person and day, listing every digest-mode notification not yet listed
+    whose cause still waits; none when nothing does, or when today's was made already. What moved
+    on since it was announced leaves the queue unlisted."""
     with transaction.atomic():
-        waiting = list(Notification.objects.select_for_update().filter(owner_id=owner_id, in_digest=True, digest__isnull=True))
+        queued = list(Notification.objects.select_for_update().filter(owner_id=owner_id, in_digest=True, digest__isnull=True))
+        gone = moved_on(queued)
+        if gone:
+            Notification.objects.filter(pk__in=gone).update(in_digest=False)
+        waiting = [n for n in queued if n.pk not in gone]
         if not waiting:
             return None
         digest = events.emit(

@@ -82,6 +82,36 @@ def test_the_digest_groups_what_waits_by_kind_and_is_sent_once_a_day_only_when_s
     assert [g["kind"] for g in Notification.objects.filter(kind="digest").order_by("-id")[0].data["groups"]] == ["mission.completed"]
 
 
+def test_the_digest_leaves_out_what_no_longer_waits(agent, alice, person):
+    alice.email = "alice@example.com"
+    alice.save()
+    NotificationPreference.objects.create(owner=alice, kind="approval.requested", mode="digest")
+    decided, waiting = new_mission(agent, "Decided quest"), new_mission(agent, "Waiting quest")
+    for mission_id in (decided, waiting):
+        run = start(agent, mission_id)
+        agent.post(f"runs/{run['id']}/approvals", {"action": f"pay_{mission_id}", "payload": {}, "reason": "r"})
+    blocked = new_mission(agent, "Unblocked quest")
+    run = start(agent, blocked)
+    agent.post(f"runs/{run['id']}/stop", {"reason": "blocked_external", "detail": "the supplier is down"})
+    assert person.post(f"approvals/{Approval.objects.get(mission_id=decided).pk}/decision", {"decision": "approve"}).status_code == 200
+    start(agent, blocked)  # the agent came back: the quest is no longer blocked
+    assert schedule.digests_send() == 1
+    digest = Notification.objects.get(kind="digest")
+    assert [(g["kind"], [i["mission_title"] for i in g["items"]]) for g in digest.data["groups"]] == [
+        ("approval.requested", ["Waiting quest"]),
+    ]
+    assert not Notification.objects.filter(in_digest=True, digest__isnull=True).exists()  # nothing left queued
+
+
+def test_no_digest_when_everything_announced_moved_on(agent, alice, person):
+    NotificationPreference.objects.create(owner=alice, kind="approval.requested", mode="digest")
+    run = start(agent, new_mission(agent, "Decided quest"))
+    agent.post(f"runs/{run['id']}/approvals", {"action": "pay", "payload": {}, "reason": "r"})
+    assert person.post(f"approvals/{Approval.objects.get().pk}/decision", {"decision": "reject", "note": "Not this month."}).status_code == 200
+    assert schedule.digests_send() == 0
+    assert not Notification.objects.filter(kind="digest").exists()
+
+
 def test_an_approval_near_its_respond_by_time_is_announced_once(agent, run):
     soon = (timezone.now() + timedelta(hours=5)).isoformat()
     later = (timezone.now() + timedelta(days=3)).isoformat()
