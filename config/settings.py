@@ -325,9 +325,10 @@ AUTHENTICATION_BACKENDS = [
     "django.contrib.auth.backends.ModelBackend",
 ]
 
-# Password reset by email: off until the server sends email (its pages are not routed, nothing
-# links to them). When on, requests per hour per address and per account (0: no limit).
-QUESTLOG_PASSWORD_RESET = env_bool("QUESTLOG_PASSWORD_RESET", False)
+# Password reset by email: on once a mail server is configured (QUESTLOG_EMAIL_URL set), else off
+# (its pages are not routed, nothing links to them): without one they would promise a mail that
+# never comes. When on, requests per hour per address and per account (0: no limit).
+QUESTLOG_PASSWORD_RESET = env_bool("QUESTLOG_PASSWORD_RESET", bool(os.environ.get("QUESTLOG_EMAIL_URL")))
 QUESTLOG_PASSWORD_RESET_RATE = env_int("QUESTLOG_PASSWORD_RESET_RATE", 5)
 
 # API requests per minute per agent token (0: no limit), counted in the cache below.
