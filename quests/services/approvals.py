@@ -92,7 +92,7 @@ def _request(
         # Every question a standing decision answered: nothing waits, the next run may start.
         settle(mission, actor=actor)
         idempotency.remember(owner=mission.owner, scope=scope, key=key, body=body, object_id=approvals[0].pk)
-        state_changed(mission)
+        state_changed(mission, "approval")
         return approvals, False
 
 
@@ -104,7 +104,7 @@ def approvals_add_while_waiting(*, actor: Actor, mission: Mission, items: list[d
     approvals = _ask(actor, mission, None, items)
     _checkpoint(mission, None, approvals, None)
     settle(mission, actor=actor)
-    state_changed(mission)
+    state_changed(mission, "approval")
     return approvals
 
 
@@ -171,7 +171,7 @@ def approval_decide(
         if always:
             standing_decision_make(actor=actor, mission=mission, approval=approval)
         settle(mission, actor=actor)
-        state_changed(mission)
+        state_changed(mission, "approval")
         return approval
 
 
@@ -252,7 +252,7 @@ def approval_undo(*, actor: Actor, approval_id: int, now: datetime | None = None
         )
         if mission.status == MissionStatus.READY:
             machine.transition(mission, event="unsettle", to=MissionStatus.WAITING_FOR_APPROVAL, actor=actor)
-        state_changed(mission)
+        state_changed(mission, "approval")
         return approval
 
 
@@ -296,7 +296,7 @@ def approvals_expire_due(now: datetime | None = None) -> int:
             approval.decided_at = now
             machine.move(approval, event="expire", to=ApprovalStatus.EXPIRED, actor=SYSTEM, mission=mission, fields=("decided_at",))
             settle(mission, actor=SYSTEM)
-            state_changed(mission)
+            state_changed(mission, "approval")
             count += 1
     return count
 
@@ -336,7 +336,7 @@ def milestone_claim(
         milestone.checkpoint = take_checkpoint(mission, trigger="milestone", run=run, agent_state=agent_state)
         milestone.save(update_fields=["checkpoint"])
         idempotency.remember(owner=mission.owner, scope=scope, key=key, body=body, object_id=milestone.pk)
-        state_changed(mission)
+        state_changed(mission, "milestone.claimed")
         return milestone, False
 
 
@@ -372,7 +372,7 @@ def milestone_review(*, actor: Actor, milestone_id: int, action: str, note: str 
             fields=("note", "reviewed_at", "reviewed_by"), **person_act(milestone.title, note),
         )
         settle(mission, actor=actor)
-        state_changed(mission)
+        state_changed(mission, "milestone.reviewed")
         return milestone
 
 

@@ -12,6 +12,7 @@ from django.db import transaction
 from checkpoints import compaction
 from checkpoints.models import Checkpoint, Record, RecordKind
 from checkpoints.roundtrip import RoundTrip
+from checkpoints.sections import touched
 from checkpoints.services import blob_rows, blobs_stage, sha256_hex
 from quests.services import idempotency, savestate
 from quests.services.audit import Actor
@@ -85,7 +86,8 @@ def record_create(
             # Before the insert, so a record cannot resolve itself.
             resolution = first.update(Record.objects.filter(mission=mission, pk=resolves, abandoned=False), resolved=True)
         first.insert(record)
-        sections = savestate.read_sections(first, mission.pk, savestate.sections_for_record(kind, resolves=resolves is not None))
+        change = savestate.record_change(kind, resolves=resolves is not None)
+        sections = savestate.read_sections(first, mission.pk, touched(change))
         first.run()
         if resolution is not None and resolution.count == 0:
             # Nothing is kept: the transaction rolls back with the error.
@@ -97,6 +99,6 @@ def record_create(
         if resolves is not None:
             second.update(Record.objects.filter(pk=resolves), resolved_by=record.pk)
         lookup.remember(mission_id=mission.pk, object_id=record.pk, trip=second)
-        state_changed(mission, sections=(), trip=second)
+        state_changed(mission, change, applied=True, trip=second)
         second.run()
         return record, False

@@ -24,15 +24,11 @@ from django.conf import settings
 from django.db.models import Count, Max, OuterRef, Q, QuerySet, Subquery, Sum
 from django.utils import timezone
 
-from checkpoints import compaction, services as storage
+from checkpoints import compaction, sections, services as storage
 from checkpoints.models import Checkpoint, Operation, Record, RecordKind, Trigger
 from checkpoints.roundtrip import RoundTrip, Selected
 from quests.models import Approval, Constraint, Mission, Milestone, Run
-from quests.schemas import ApprovalOut, MilestoneOut, MissionSummaryOut, OperationOut, dump
 from quests.services.locking import named_now
-
-# The document leaves out when a row was made or last changed: only what the next run needs.
-TIMES = {"created_at", "updated_at", "reviewed_at", "decided_at"}
 
 DURABLE_SECTIONS = {
     RecordKind.DECISION: "decisions",
@@ -40,15 +36,9 @@ DURABLE_SECTIONS = {
     RecordKind.BLOCKER: "blockers",
     RecordKind.DEPENDENCY: "dependencies",
 }
-RECORD_SECTIONS = {
-    **DURABLE_SECTIONS,
-    RecordKind.EVIDENCE: "evidence",
-    RecordKind.NOTE: "notes",
-    RecordKind.TOOL_OUTPUT: "tool_outputs",
-}
+RECORD_SECTIONS = sections.RECORD_SECTIONS
 # The sections kept current by the services; `mission` and `archive` come from the mission row.
-SECTIONS = ("constraints", *RECORD_SECTIONS.values(), "milestones", "approvals", "operations")
-LEDGER = ("operations",)
+SECTIONS = sections.KEPT
 ZERO_TOTAL = {"notes": 0, "tool_outputs": 0, "bytes": 0}
 _RECORD_COLUMNS = ("id", "kind", "text", "data", "blob_id", "size_bytes")
 
@@ -59,11 +49,11 @@ def _section_rows(mission_id: int, name: str) -> QuerySet:
     if name == "constraints":
         return Constraint.objects.filter(mission_id=mission_id, retired_at__isnull=True).order_by("id").values("id", "text", "source")
     if name == "milestones":
-        return Milestone.objects.filter(mission_id=mission_id).order_by("id")
+        return Milestone.objects.filter(mission_id=mission_id).order_by("id").values(*sections.COLUMNS[name])
     if name == "approvals":
-        return Approval.objects.filter(mission_id=mission_id).order_by("id")
+        return Approval.objects.filter(mission_id=mission_id).order_by("id").values(*sections.COLUMNS[name])
     if name == "operations":
-        return Operation.objects.filter(mission_id=mission_id).order_by("id")
+        return _ledger_rows(mission_id)
     kind = next(k for k, section in RECORD_SECTIONS.items() if section == name)
     live = Record.objects.live().filter(mission_id=mission_id, kind=kind)
     if kind == RecordKind.NOTE:
@@ -78,12 +68,8 @@ def _section_rows(mission_id: int, name: str) -> QuerySet:
 def _section_value(name: str, rows: list[Any]) -> list[Any]:
     if name == "constraints":
         return [dict(row) for row in rows]
-    if name == "milestones":
-        return [dump(MilestoneOut, m, exclude=TIMES) for m in rows]
-    if name == "approvals":
-        return [dump(ApprovalOut, a, exclude=TIMES) for a in rows]
-    if name == "operations":
-        return [dump(OperationOut, op, exclude=TIMES) for op in rows]
+    if name in sections.ITEMS:
+        return list(map(sections.ITEMS[name], rows))
     if name == "notes":
         return [{"id": r["id"], "text": r["text"]} for r in rows[: settings.QUESTLOG_ACTIVE_NOTES]][::-1]
     if name == "tool_outputs":
@@ -111,9 +97,10 @@ def _archive_counts(mission_id: int) -> QuerySet:
 
 # --- The current document, kept up to date -------------------------------------------------------
 
-def sections_for_record(kind: str, *, resolves: bool = False) -> tuple[str, ...]:
-    """The sections a new record changes: its own, and any record section when it resolves one."""
-    return tuple(RECORD_SECTIONS.values()) if resolves else (RECORD_SECTIONS[kind],)
+def record_change(kind: str, *, resolves: bool = False) -> str:
+    """What a new record changes (`checkpoints.sections.CHANGES`): its own section, and any
+    record section when it resolves one."""
+    return "record.resolving" if resolves else f"record.{kind}"
 
 
 def read_sections(trip: RoundTrip, mission_id: int, names: Iterable[str]) -> dict[str, Selected]:
@@ -127,14 +114,69 @@ def apply_sections(mission: Mission, read: dict[str, Selected], *, rows: dict[st
     report = _report(mission)
     for name in read.keys() | (rows or {}).keys():
         found = rows[name] if rows and name in rows else read[name].rows
+        if name == "operations":
+            apply_ledger(mission, found, whole=True)
+            continue
         value = _section_value(name, found)
-        content = storage.canonical_json(value)
-        mission.state_refs[name] = storage.sha256_hex(content)
-        mission.state_pending[name] = content.decode()
-        report["sizes"][name] = len(content)
+        _set_part(mission, name, value)
         report["kept"][name] = len(value)
         if name == "notes":
             report["archive_due"] = len(found) > settings.QUESTLOG_ACTIVE_NOTES
+
+
+def _set_part(mission: Mission, name: str, value: Any) -> None:
+    content = storage.canonical_json(value)
+    mission.state_refs[name] = storage.sha256_hex(content)
+    mission.state_pending[name] = content.decode()
+    _report(mission)["sizes"][name] = len(content)
+
+
+def _drop_part(mission: Mission, name: str) -> None:
+    for kept in (mission.state_refs, mission.state_pending, _report(mission)["sizes"]):
+        kept.pop(name, None)
+
+
+# The ledger is kept in chunks (checkpoints.sections): a change to one operation rewrites the
+# chunk that holds it, a new operation the last chunk, whatever the length of the ledger.
+
+def _ledger_rows(mission_id: int, first: int | None = None, before: int | None = None) -> QuerySet:
+    rows = Operation.objects.filter(mission_id=mission_id)
+    if first is not None:
+        rows = rows.filter(pk__gte=first)
+    if before is not None:
+        rows = rows.filter(pk__lt=before)
+    return rows.order_by("id").values(*sections.COLUMNS["operations"])
+
+
+def read_ledger(trip: RoundTrip, mission: Mission, operation_id: int | None = None) -> Selected:
+    """Add to `trip` the read of the ledger rows a change rewrites: the chunk that holds
+    `operation_id`, or (None: an operation planned in this trip, before this read) the last chunk
+    and what follows it. Pass its rows to `apply_ledger`."""
+    firsts = _report(mission)["ledger"]
+    if operation_id is None:
+        first, before = (max(firsts) if firsts else None), None
+    else:
+        first, before = sections.bounds(firsts, operation_id)
+    return trip.select(_ledger_rows(mission.pk, first, before))
+
+
+def apply_ledger(mission: Mission, rows: list[dict[str, Any]], *, whole: bool = False) -> None:
+    """Make the current document hold the ledger chunks these rows make (rows as `read_ledger`
+    read them, or the whole ledger when `whole`)."""
+    report = _report(mission)
+    made = dict(sections.chunks("operations", list(map(sections.operation_item, rows))))
+    if whole:
+        for name in [name for name in mission.state_refs if name == "operations" or sections.chunk_of(name)]:
+            _drop_part(mission, name)
+    for name, value in made.items():
+        _set_part(mission, name, value)
+    firsts = set() if whole else set(report["ledger"])
+    report["ledger"] = sorted(firsts | {sections.chunk_of(name)[1] for name in made})
+
+
+def ledger_row(op: Operation) -> dict[str, Any]:
+    """An operation as changed in memory, as a row of `read_ledger`."""
+    return {name: getattr(op, name) for name in sections.COLUMNS["operations"]}
 
 
 def sections_refresh(mission: Mission, names: Iterable[str] = SECTIONS, *, recount: bool = False) -> None:
@@ -145,6 +187,9 @@ def sections_refresh(mission: Mission, names: Iterable[str] = SECTIONS, *, recou
     counts = trip.select(_archive_counts(mission.pk)) if recount else None
     trip.run()
     apply_sections(mission, read)
+    if set(SECTIONS) <= read.keys():
+        # Every section is now made by this format's serialisers.
+        _report(mission)["format"] = sections.FORMAT
     if counts is not None:
         row = counts.rows[0] if counts.rows else {}
         report = _report(mission)
@@ -152,10 +197,15 @@ def sections_refresh(mission: Mission, names: Iterable[str] = SECTIONS, *, recou
         report["watermark"] = Record.objects.filter(mission_id=mission.pk).aggregate(m=Max("pk"))["m"] or 0
 
 
-def ensure_current(mission: Mission) -> None:
-    """Build the current document of a mission that has none yet (one written before it was kept)."""
-    if not mission.state_refs:
-        sections_refresh(mission, recount=True)
+def ensure_current(mission: Mission) -> bool:
+    """Build the current document of a mission that has none yet (one written before it was kept),
+    or one made by serialisers of an older format (`checkpoints.sections.FORMAT`). Says whether it did."""
+    if mission.state_refs and mission.state_report.get("format") == sections.FORMAT:
+        return False
+    mission.state_refs, mission.state_pending = {}, {}
+    mission.state_report = {k: v for k, v in mission.state_report.items() if k != "sizes"}
+    sections_refresh(mission, recount=True)
+    return True
 
 
 def state_rebuild(mission_id: int) -> Mission:
@@ -192,6 +242,7 @@ def _report(mission: Mission) -> dict[str, Any]:
     report.setdefault("note_cutoff", 0)
     report.setdefault("archive_due", False)
     report.setdefault("watermark", 0)
+    report.setdefault("ledger", [])
     return report
 
 
@@ -204,7 +255,8 @@ def state_document(mission: Mission) -> dict[str, Any]:
     read = read_sections(trip, mission.pk, SECTIONS)
     counts = trip.select(_archive_counts(mission.pk))
     trip.run()
-    document = {name: _section_value(name, step.rows) for name, step in read.items()}
+    document = {name: _section_value(name, step.rows) for name, step in read.items() if name != "operations"}
+    document.update(sections.chunks("operations", list(map(sections.operation_item, read["operations"].rows))))
     row = counts.rows[0] if counts.rows else {}
     document["archive"] = {"notes": row.get("notes", 0), "tool_outputs": row.get("tool_outputs", 0), "bytes": row.get("bytes") or 0}
     document["mission"] = _mission_section(mission)
@@ -212,7 +264,7 @@ def state_document(mission: Mission) -> dict[str, Any]:
 
 
 def _mission_section(mission: Mission) -> dict[str, Any]:
-    return dump(MissionSummaryOut, mission, exclude={"id"})
+    return sections.mission_item(mission)
 
 
 def current_document(mission: Mission) -> tuple[dict[str, str], dict[str, bytes]]:

@@ -19,7 +19,6 @@ delays a snapshot and never loses one, and a message delivered twice does no har
 import logging
 import uuid
 from datetime import datetime, timedelta
-from collections.abc import Iterable
 from typing import Any
 
 from celery import current_app
@@ -28,7 +27,7 @@ from django.db import transaction
 from django.db.models import F, Min, Q
 from django.utils import timezone
 
-from checkpoints import pruning
+from checkpoints import pruning, sections
 from checkpoints.roundtrip import RoundTrip
 from checkpoints.models import Checkpoint, RetentionPolicy, SnapshotRequest, Trigger
 from quests.models import Hold, Mission, Run
@@ -53,16 +52,16 @@ def _stale_after() -> timedelta:
     return timedelta(seconds=settings.QUESTLOG_SNAPSHOT_STALE_AFTER)
 
 
-def state_changed(
-    mission: Mission, *, sections: Iterable[str] = savestate.SECTIONS, trip: RoundTrip | None = None
-) -> None:
+def state_changed(mission: Mission, change: str, *, applied: bool = False, trip: RoundTrip | None = None) -> None:
     """Called by every service that changes save state, in its transaction, holding the mission's
-    lock. Refreshes the sections it changed (every section unless it names them; none when it
-    applied them itself with `savestate.apply_sections`), bumps the mission's state version (live
-    pages poll it), saves the current document and asks for a technical snapshot. With `trip`
-    the writes join the caller's round trip, which the caller runs."""
-    if sections:
-        savestate.sections_refresh(mission, sections, recount=not mission.state_refs)
+    lock, saying what changed (a kind of `checkpoints.sections.CHANGES`). Refreshes the sections
+    that kind of change touches (none when the service `applied` them itself, from the rows of its
+    own round trip), bumps the mission's state version (live pages poll it), saves the current
+    document and asks for a technical snapshot. With `trip` the writes join the caller's round
+    trip, which the caller runs."""
+    touched = () if applied else sections.touched(change)
+    if not savestate.ensure_current(mission) and touched:
+        savestate.sections_refresh(mission, touched)
     own = trip is None
     trip = trip or RoundTrip()
     mission.state_version += 1
