@@ -13,7 +13,7 @@ from django.test.utils import CaptureQueriesContext
 
 import tests.test_properties_savestate as rebuild_property
 from checkpoints import sections
-from checkpoints.models import Checkpoint, Operation
+from checkpoints.models import Blob, Checkpoint, Operation
 from checkpoints.services import checkpoint_documents, checkpoint_write, document_hash, parts
 from quests.models import Approval, Milestone, Mission
 from quests.schemas import ApprovalOut, MilestoneOut, MissionSummaryOut, OperationOut, dump
@@ -82,7 +82,9 @@ def test_a_receipt_rewrites_only_the_chunk_of_its_operation(actor, small_chunks)
         operations.operation_complete(actor=actor, operation_id=ops[4].pk, external_id="X", external_status="done")
     after = Mission.objects.get(pk=mission.pk)
     middle = sections.chunk_key("operations", ops[3].pk)
-    assert set(after.state_pending) == {middle}
+    # The chunk is stored as a blob at once, not carried on the mission row until a checkpoint.
+    assert not any(sections.chunk_of(name) for name in after.state_pending)
+    assert Blob.objects.filter(sha256=after.state_refs[middle]).exists()
     assert {name for name, sha in current_refs(mission).items() if before[name] != sha} == {middle}
     # The chunk is read by an id range: never the whole ledger.
     sent = "\n".join(q["sql"] for q in captured.captured_queries)
@@ -183,3 +185,16 @@ def test_the_serialisers_give_the_bytes_format_1_gave(actor):
         assert json.dumps(sections.ITEMS[section](values), sort_keys=True) == json.dumps(dump(schema, obj, exclude=times), sort_keys=True)
     current = Mission.objects.get(pk=mission.pk)
     assert sections.mission_item(current) == dump(MissionSummaryOut, current, exclude={"id"})
+
+
+def test_a_chunk_only_the_current_document_refers_to_is_never_collected(actor, small_chunks):
+    from checkpoints.pruning import blobs_collect_garbage
+
+    mission, run = started(actor)
+    for n in range(4):
+        plan(actor, run, n)
+    refs = Mission.objects.get(pk=mission.pk).state_refs
+    chunk_blobs = {refs[name] for name in chunk_names(refs)}
+    assert not Checkpoint.objects.filter(mission=mission).exists()
+    assert blobs_collect_garbage(chunk_blobs) == 0
+    assert Blob.objects.filter(sha256__in=chunk_blobs).count() == len(chunk_blobs)

@@ -37,7 +37,7 @@ def operation_plan(
         # The operation's own key is its idempotency key: the statement that locks the mission
         # also finds an operation planned with it (a race is settled by the unique constraint).
         earlier = Operation.objects.filter(mission_id=OuterRef("mission_id"), key=key)
-        run, mission = lock_run(actor, run_id, annotations={
+        run, mission = lock_run(actor, run_id, blobs=True, annotations={
             "earlier_id": Subquery(earlier.values("pk")[:1]), "earlier_hash": Subquery(earlier.values("request_hash")[:1]),
         })
         if run.earlier_id is not None:

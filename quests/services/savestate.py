@@ -21,14 +21,15 @@ from collections.abc import Iterable
 from typing import Any
 
 from django.conf import settings
-from django.db.models import Count, Max, OuterRef, Q, QuerySet, Subquery, Sum
+from django.db.models import Max, OuterRef, Subquery
 from django.utils import timezone
 
 from checkpoints import compaction, sections, services as storage
 from checkpoints.models import Checkpoint, Operation, Record, RecordKind, Trigger
 from checkpoints.roundtrip import RoundTrip, Selected
-from quests.models import Approval, Constraint, Mission, Milestone, Run
+from quests.models import Mission, Run
 from quests.services.locking import named_now
+from quests.services.section_reads import archive_counts, ledger_rows, section_rows, section_value
 
 DURABLE_SECTIONS = {
     RecordKind.DECISION: "decisions",
@@ -40,61 +41,6 @@ RECORD_SECTIONS = sections.RECORD_SECTIONS
 # The sections kept current by the services; `mission` and `archive` come from the mission row.
 SECTIONS = sections.KEPT
 ZERO_TOTAL = {"notes": 0, "tool_outputs": 0, "bytes": 0}
-_RECORD_COLUMNS = ("id", "kind", "text", "data", "blob_id", "size_bytes")
-
-
-def _section_rows(mission_id: int, name: str) -> QuerySet:
-    """What a section is made of, read straight from its table."""
-    keep = settings.QUESTLOG_ACTIVE_NOTES
-    if name == "constraints":
-        return Constraint.objects.filter(mission_id=mission_id, retired_at__isnull=True).order_by("id").values("id", "text", "source")
-    if name == "milestones":
-        return Milestone.objects.filter(mission_id=mission_id).order_by("id").values(*sections.COLUMNS[name])
-    if name == "approvals":
-        return Approval.objects.filter(mission_id=mission_id).order_by("id").values(*sections.COLUMNS[name])
-    if name == "operations":
-        return _ledger_rows(mission_id)
-    kind = next(k for k, section in RECORD_SECTIONS.items() if section == name)
-    live = Record.objects.live().filter(mission_id=mission_id, kind=kind)
-    if kind == RecordKind.NOTE:
-        # The newest N notes not yet archived (one more, to see whether older ones wait for the
-        # archive pass); older notes are in the archive, not in active state.
-        return live.filter(archived=False).order_by("-id").values(*_RECORD_COLUMNS)[: keep + 1]
-    if kind == RecordKind.TOOL_OUTPUT:
-        return live.order_by("-id").values(*_RECORD_COLUMNS)[:keep]
-    return live.order_by("id").values(*_RECORD_COLUMNS)
-
-
-def _section_value(name: str, rows: list[Any]) -> list[Any]:
-    if name == "constraints":
-        return [dict(row) for row in rows]
-    if name in sections.ITEMS:
-        return list(map(sections.ITEMS[name], rows))
-    if name == "notes":
-        return [{"id": r["id"], "text": r["text"]} for r in rows[: settings.QUESTLOG_ACTIVE_NOTES]][::-1]
-    if name == "tool_outputs":
-        return [_record_ref(r) for r in rows][::-1]
-    if name == "evidence":
-        return [_record_ref(r) for r in rows]
-    return [{"id": r["id"], "text": r["text"], "data": r["data"]} for r in rows]
-
-
-def _record_ref(row: dict[str, Any]) -> dict[str, Any]:
-    return {"id": row["id"], "preview": row["text"], "blob": row["blob_id"], "size_bytes": row["size_bytes"]}
-
-
-def _archive_counts(mission_id: int) -> QuerySet:
-    """What compaction has moved out of active state on the mission's live branch: archived notes
-    and raw tool outputs (archived when recorded), with their bytes."""
-    moved = Q(kind=RecordKind.NOTE, archived=True) | Q(kind=RecordKind.TOOL_OUTPUT)
-    return Record.objects.filter(moved, mission_id=mission_id, abandoned=False).values("mission_id").annotate(
-        notes=Count("pk", filter=Q(kind=RecordKind.NOTE)),
-        tool_outputs=Count("pk", filter=Q(kind=RecordKind.TOOL_OUTPUT)),
-        bytes=Sum("size_bytes"),
-        watermark=Max("pk"),
-    )
-
-
 # --- The current document, kept up to date -------------------------------------------------------
 
 def record_change(kind: str, *, resolves: bool = False) -> str:
@@ -105,7 +51,7 @@ def record_change(kind: str, *, resolves: bool = False) -> str:
 
 def read_sections(trip: RoundTrip, mission_id: int, names: Iterable[str]) -> dict[str, Selected]:
     """Add the reads of `names` to `trip`; pass the result to `apply_sections` once it has run."""
-    return {name: trip.select(_section_rows(mission_id, name)) for name in dict.fromkeys(names)}
+    return {name: trip.select(section_rows(mission_id, name)) for name in dict.fromkeys(names)}
 
 
 def apply_sections(mission: Mission, read: dict[str, Selected], *, rows: dict[str, list[Any]] | None = None) -> None:
@@ -117,18 +63,31 @@ def apply_sections(mission: Mission, read: dict[str, Selected], *, rows: dict[st
         if name == "operations":
             apply_ledger(mission, found, whole=True)
             continue
-        value = _section_value(name, found)
+        value = section_value(name, found)
         _set_part(mission, name, value)
         report["kept"][name] = len(value)
         if name == "notes":
             report["archive_due"] = len(found) > settings.QUESTLOG_ACTIVE_NOTES
 
 
-def _set_part(mission: Mission, name: str, value: Any) -> None:
+def _set_part(mission: Mission, name: str, value: Any, *, stored_at_once: bool = False) -> None:
     content = storage.canonical_json(value)
-    mission.state_refs[name] = storage.sha256_hex(content)
-    mission.state_pending[name] = content.decode()
+    mission.state_refs[name] = sha = storage.sha256_hex(content)
+    if stored_at_once:
+        # A ledger chunk is stored as a blob by the writer that made it (`unstored_parts`), not
+        # kept on the mission row until a checkpoint: the row would carry the whole ledger.
+        mission.state_pending.pop(name, None)
+        mission.__dict__.setdefault("_unstored_parts", {})[sha] = content
+    else:
+        mission.state_pending[name] = content.decode()
     _report(mission)["sizes"][name] = len(content)
+
+
+def unstored_parts(mission: Mission) -> dict[str, bytes]:
+    """The parts made in this transaction that the current document refers to and no row holds:
+    the caller stores them as blobs ({sha256: content}) with the mission row's update, under the
+    blob writers' lock (the collector counts the current documents' refs as references)."""
+    return mission.__dict__.pop("_unstored_parts", {})
 
 
 def _drop_part(mission: Mission, name: str) -> None:
@@ -139,15 +98,6 @@ def _drop_part(mission: Mission, name: str) -> None:
 # The ledger is kept in chunks (checkpoints.sections): a change to one operation rewrites the
 # chunk that holds it, a new operation the last chunk, whatever the length of the ledger.
 
-def _ledger_rows(mission_id: int, first: int | None = None, before: int | None = None) -> QuerySet:
-    rows = Operation.objects.filter(mission_id=mission_id)
-    if first is not None:
-        rows = rows.filter(pk__gte=first)
-    if before is not None:
-        rows = rows.filter(pk__lt=before)
-    return rows.order_by("id").values(*sections.COLUMNS["operations"])
-
-
 def read_ledger(trip: RoundTrip, mission: Mission, operation_id: int | None = None) -> Selected:
     """Add to `trip` the read of the ledger rows a change rewrites: the chunk that holds
     `operation_id`, or (None: an operation planned in this trip, before this read) the last chunk
@@ -157,7 +107,7 @@ def read_ledger(trip: RoundTrip, mission: Mission, operation_id: int | None = No
         first, before = (max(firsts) if firsts else None), None
     else:
         first, before = sections.bounds(firsts, operation_id)
-    return trip.select(_ledger_rows(mission.pk, first, before))
+    return trip.select(ledger_rows(mission.pk, first, before))
 
 
 def apply_ledger(mission: Mission, rows: list[dict[str, Any]], *, whole: bool = False) -> None:
@@ -169,7 +119,7 @@ def apply_ledger(mission: Mission, rows: list[dict[str, Any]], *, whole: bool = 
         for name in [name for name in mission.state_refs if name == "operations" or sections.chunk_of(name)]:
             _drop_part(mission, name)
     for name, value in made.items():
-        _set_part(mission, name, value)
+        _set_part(mission, name, value, stored_at_once=True)
     firsts = set() if whole else set(report["ledger"])
     report["ledger"] = sorted(firsts | {sections.chunk_of(name)[1] for name in made})
 
@@ -184,7 +134,7 @@ def sections_refresh(mission: Mission, names: Iterable[str] = SECTIONS, *, recou
     record watermark from the tables (after a restore, or for a mission never built)."""
     trip = RoundTrip()
     read = read_sections(trip, mission.pk, names)
-    counts = trip.select(_archive_counts(mission.pk)) if recount else None
+    counts = trip.select(archive_counts(mission.pk)) if recount else None
     trip.run()
     apply_sections(mission, read)
     if set(SECTIONS) <= read.keys():
@@ -213,6 +163,7 @@ def state_rebuild(mission_id: int) -> Mission:
     mission = Mission.objects.get(pk=mission_id)
     mission.state_refs, mission.state_pending, mission.state_report = {}, {}, {}
     sections_refresh(mission, recount=True)
+    storage.blobs_put(list(unstored_parts(mission).values()))
     Mission.objects.filter(pk=mission.pk).update(**current_fields(mission))
     return mission
 
@@ -253,9 +204,9 @@ def state_document(mission: Mission) -> dict[str, Any]:
     must equal at every moment."""
     trip = RoundTrip()
     read = read_sections(trip, mission.pk, SECTIONS)
-    counts = trip.select(_archive_counts(mission.pk))
+    counts = trip.select(archive_counts(mission.pk))
     trip.run()
-    document = {name: _section_value(name, step.rows) for name, step in read.items() if name != "operations"}
+    document = {name: section_value(name, step.rows) for name, step in read.items() if name != "operations"}
     document.update(sections.chunks("operations", list(map(sections.operation_item, read["operations"].rows))))
     row = counts.rows[0] if counts.rows else {}
     document["archive"] = {"notes": row.get("notes", 0), "tool_outputs": row.get("tool_outputs", 0), "bytes": row.get("bytes") or 0}
@@ -273,6 +224,7 @@ def current_document(mission: Mission) -> tuple[dict[str, str], dict[str, bytes]
     report = _report(mission)
     refs = dict(mission.state_refs)
     contents = {refs[name]: text.encode() for name, text in mission.state_pending.items() if name in refs}
+    contents.update(mission.__dict__.get("_unstored_parts", {}))
     for name, value in (("mission", _mission_section(mission)), ("archive", report["archived_total"])):
         content = storage.canonical_json(value)
         refs[name] = storage.sha256_hex(content)
@@ -399,6 +351,7 @@ def _write(
     )
     if archived is not None:
         archived.stage_update(trip)
+    unstored_parts(mission)  # stored with the checkpoint's blobs (they were in `contents`)
     report["since"] = {"tool_outputs": 0, "bytes": 0}
     report["archive_due"] = False
     mission.state_pending = {}

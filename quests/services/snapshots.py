@@ -27,7 +27,7 @@ from django.db import transaction
 from django.db.models import F, Min, Q
 from django.utils import timezone
 
-from checkpoints import pruning, sections
+from checkpoints import pruning, sections, services as storage
 from checkpoints.roundtrip import RoundTrip
 from checkpoints.models import Checkpoint, RetentionPolicy, SnapshotRequest, Trigger
 from quests.models import Hold, Mission, Run
@@ -64,6 +64,11 @@ def state_changed(mission: Mission, change: str, *, applied: bool = False, trip:
         savestate.sections_refresh(mission, touched)
     own = trip is None
     trip = trip or RoundTrip()
+    unstored = savestate.unstored_parts(mission)
+    if unstored:
+        if not getattr(mission, "blobs_guarded", False):
+            pruning.blob_writers_guard()
+        storage.blobs_stage(trip, storage.blob_rows(unstored))
     mission.state_version += 1
     trip.update(
         Mission.objects.filter(pk=mission.pk), state_version=mission.state_version, **savestate.current_fields(mission)
