@@ -198,3 +198,24 @@ def test_a_chunk_only_the_current_document_refers_to_is_never_collected(actor, s
     assert not Checkpoint.objects.filter(mission=mission).exists()
     assert blobs_collect_garbage(chunk_blobs) == 0
     assert Blob.objects.filter(sha256__in=chunk_blobs).count() == len(chunk_blobs)
+
+
+def test_every_kind_of_change_names_sections_the_services_keep():
+    for change, touched in sections.CHANGES.items():
+        assert set(touched) <= set(savestate.SECTIONS), change
+    with pytest.raises(KeyError):
+        sections.touched("something.undeclared")
+
+
+def test_a_decision_reads_again_only_the_sections_it_touches(actor):
+    """A person's decision changes the approvals section: the ledger is not read again, however
+    long it is (it was, with every section, before the changes were declared)."""
+    mission, run = started(actor)
+    for n in range(3):
+        plan(actor, run, n)
+    approval, _ = approvals.approval_request(actor=actor, run_id=run.pk, action="send", payload={}, reason="check")
+    with CaptureQueriesContext(connection) as captured:
+        approvals.approval_decide(actor=actor, approval_id=approval.pk, decision="approve")
+    sent = "\n".join(q["sql"] for q in captured.captured_queries)
+    assert 'FROM "checkpoints_operation"' not in sent
+    assert current_refs(mission) == full_refs(mission)

@@ -59,7 +59,9 @@ def state_changed(mission: Mission, change: str, *, applied: bool = False, trip:
     own round trip), bumps the mission's state version (live pages poll it), saves the current
     document and asks for a technical snapshot. With `trip` the writes join the caller's round
     trip, which the caller runs."""
-    touched = () if applied else sections.touched(change)
+    touched = sections.touched(change)  # (an undeclared kind of change is a KeyError, applied or not)
+    if applied:
+        touched = ()
     if not savestate.ensure_current(mission) and touched:
         savestate.sections_refresh(mission, touched)
     own = trip is None
