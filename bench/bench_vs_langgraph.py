@@ -10,7 +10,8 @@ it) and `get_tuple` (latest checkpoint); Questlog's storage write (`checkpoint_w
 state document, the mission's head and seq kept as the service keeps them), the service checkpoint
 (`records.checkpoint_create` in a started run, a fresh idempotency key per call), the resume bundle
 at 10 and at 2,000 checkpoints of history (every one written through the service: no copied rows),
-and a checkpoint POSTed over HTTP to the web server by one agent in a loop. Timed paths run in
+a checkpoint POSTed over HTTP to the web server by one agent in a loop, and an operation receipt
+(`operation_complete`) with 10 and with 1,000 operations in the ledger (bench/ledger.py). Timed paths run in
 alternating rounds (each round starts with the next path) so machine noise falls on all alike.
 A ratio of speeds is taken from p50s: "0.5× put" means a p50 at most twice put's.
 
@@ -59,7 +60,7 @@ from psycopg import sql  # noqa: E402
 from checkpoints import services as storage  # noqa: E402
 from quests.services import bundle, missions, records, runs  # noqa: E402
 from quests.services.audit import Actor  # noqa: E402
-from ledger_growth import ledger_growth  # noqa: E402
+from ledger import ledger_receipts  # noqa: E402
 from rounds import GOALS, ISSUE_20, THREAD_PREFIX, Thread, goal, rounds, show, timed  # noqa: E402
 
 KEYS, KEY_BYTES = 20, 500
@@ -390,7 +391,7 @@ def main() -> int:
             checkpoint_paths(saver, Actor(user=common.bench_user("lg")))
             http_checkpoints(saver)
             saver_over_http(saver)
-            ledger_growth(Actor(user=common.bench_user("ledger")), count=ROUNDS, samples=SAMPLES)
+            ledger_receipts(Actor(user=common.bench_user("ledger")))
         finally:
             remove_threads(saver)
     bytes_per_checkpoint()

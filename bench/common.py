@@ -103,8 +103,9 @@ def _blobs_of(mission_ids: list[int]) -> set[str]:
             SELECT refs.value FROM checkpoints_checkpoint c, jsonb_each_text(c.state_refs) refs WHERE c.mission_id = ANY(%s)
             UNION SELECT refs.value FROM checkpoints_checkpoint c, jsonb_each_text(c.agent_state_refs) refs WHERE c.mission_id = ANY(%s)
             UNION SELECT blob_id FROM checkpoints_record WHERE mission_id = ANY(%s) AND blob_id IS NOT NULL
+            UNION SELECT refs.value FROM quests_mission m, jsonb_each_text(m.state_refs) refs WHERE m.id = ANY(%s)
             """,
-            [mission_ids] * 3,
+            [mission_ids] * 4,
         )
         return {row[0] for row in cursor.fetchall()}
 

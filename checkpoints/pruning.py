@@ -128,6 +128,7 @@ def blobs_collect_garbage(candidates: Iterable[str]) -> int:
                 cursor.execute("SELECT pg_advisory_xact_lock(%s)", [BLOB_GC_LOCK])
         remaining -= set(Record.objects.filter(blob_id__in=remaining).values_list("blob_id", flat=True))
         remaining -= referenced_by_checkpoints(remaining)
+        remaining -= referenced_by_current_documents(remaining)
         deleted = 0
         ids = sorted(remaining)
         for i in range(0, len(ids), DELETE_BATCH):
@@ -157,6 +158,27 @@ def referenced_by_checkpoints(hashes: set[str]) -> set[str]:
         found.update(hashes.intersection(agent_refs.values()))
         if found == hashes:
             break
+    return found
+
+
+def referenced_by_current_documents(hashes: set[str]) -> set[str]:
+    """Which of `hashes` a mission's current document refers to: a ledger chunk is stored when it
+    is made, before any checkpoint refers to it. (The mission is the model checkpoints belong to,
+    found through the foreign key: this layer does not import it.)"""
+    if not hashes:
+        return set()
+    missions = Checkpoint._meta.get_field("mission").related_model
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"SELECT DISTINCT ref.value FROM {connection.ops.quote_name(missions._meta.db_table)} m, "
+                "jsonb_each_text(m.state_refs) ref WHERE ref.value = ANY(%s)",
+                [list(hashes)],
+            )
+            return {row[0] for row in cursor.fetchall()}
+    found: set[str] = set()
+    for refs in missions.objects.values_list("state_refs", flat=True).iterator(chunk_size=2000):
+        found.update(hashes.intersection((refs or {}).values()))
     return found
 
 

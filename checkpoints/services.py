@@ -5,6 +5,7 @@ import hashlib
 import json
 from typing import Any
 
+from checkpoints import sections
 from checkpoints.models import Blob, Checkpoint
 from checkpoints.pruning import blob_writers_guard
 
@@ -111,7 +112,12 @@ def checkpoint_agent_state(checkpoint: Checkpoint) -> dict[str, Any]:
     return parts_get(checkpoint.agent_state_refs)
 
 
+def state_get(refs: dict[str, str], contents: dict[str, bytes] | None = None) -> dict[str, Any]:
+    """A state document as its readers see it: a section stored in chunks is whole again."""
+    return sections.merged(parts_get(refs, contents))
+
+
 def checkpoint_documents(checkpoint: Checkpoint) -> tuple[dict[str, Any], dict[str, Any]]:
     """The state document and the agent state of a checkpoint, read in one query."""
     contents = blobs_get(list(checkpoint.state_refs.values()) + list(checkpoint.agent_state_refs.values()))
-    return parts_get(checkpoint.state_refs, contents), parts_get(checkpoint.agent_state_refs, contents)
+    return state_get(checkpoint.state_refs, contents), parts_get(checkpoint.agent_state_refs, contents)

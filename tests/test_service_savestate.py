@@ -4,6 +4,7 @@ import json
 
 import pytest
 
+from checkpoints import sections
 from checkpoints.models import Blob, Checkpoint, Record
 from checkpoints.services import (
     blobs_get,
@@ -11,6 +12,7 @@ from checkpoints.services import (
     checkpoint_agent_state,
     checkpoint_documents,
     document_hash,
+    parts_get,
     sha256_hex,
 )
 from quests.models import Mission
@@ -84,8 +86,13 @@ def test_a_checkpoints_hash_is_the_hash_of_its_content(agent):
     state, agent_state = checkpoint_documents(checkpoint)
     for key, value in agent_state.items():
         assert sha256_hex(canonical_json(value)) == checkpoint.agent_state_refs[key]
-    for key, value in state.items():
+    # Each stored part is addressed by its content; a section stored in chunks (the ledger,
+    # checkpoints.sections) is read whole again from its parts.
+    stored = parts_get(checkpoint.state_refs)
+    for key, value in stored.items():
         assert sha256_hex(canonical_json(value)) == checkpoint.state_refs[key]
+    assert state == sections.merged(stored)
+    assert "operations" in state
 
 
 def test_canonical_json_ignores_key_order_and_whitespace():

@@ -175,9 +175,11 @@ RECORD_WRITE_SQLITE = (_RECORD_BEAT, _RECORD_BLOB.format(bytes="blob"), _RECORD_
 
 # --- The save state changed -------------------------------------------------------------------------
 # After a change to the save state (a record, constraints, …): the record a new one resolves
-# learns who resolved it, the key that made the change is remembered, the mission's current
-# document and its state version are saved, and a background snapshot is asked for (activity
-# while one is pending joins it: the insert meets the one-pending-request constraint).
+# learns who resolved it, the key that made the change is remembered, the parts of the current
+# document that no row holds yet are stored as blobs (a ledger chunk is stored when it is made:
+# the caller holds the blob writers' guard), the mission's current document and its state version
+# are saved, and a background snapshot is asked for (activity while one is pending joins it: the
+# insert meets the one-pending-request constraint).
 _RESOLVED_BY = "UPDATE checkpoints_record SET resolved_by_id = %(resolved_by)s WHERE id = %(resolves)s"
 _REMEMBER_KEY = """INSERT INTO quests_idempotentrequest (owner_id, scope, key, request_hash, object_id, created_at)
     SELECT %(key_owner_id)s, %(key_scope)s, CAST(%(key)s AS text), %(request_hash)s, %(object_id)s, %(now)s
@@ -192,18 +194,33 @@ _ASK_SNAPSHOT = """INSERT INTO checkpoints_snapshotrequest (
     VALUES (%(mission_id)s, 'pending', %(now)s, %(not_before)s, NULL, '', 0, NULL, NULL, NULL, '')
     ON CONFLICT DO NOTHING
     RETURNING id"""
+_STORE_PARTS_PG = """INSERT INTO "checkpoints_blob" (sha256, data, size_bytes, media_type, created_at, retention_class, retention_approved_at, expires_at)
+    SELECT part.sha, part.data, length(part.data), 'application/json', %(now)s, 'working', NULL, NULL
+      FROM unnest(CAST(%(part_shas)s AS text[]), CAST(%(part_data)s AS bytea[])) AS part(sha, data)
+    ON CONFLICT DO NOTHING"""
+_STORE_PART_SQLITE = """INSERT INTO "checkpoints_blob" (sha256, data, size_bytes, media_type, created_at, retention_class, retention_approved_at, expires_at)
+    VALUES (%(sha)s, %(data)s, length(%(data)s), 'application/json', %(now)s, 'working', NULL, NULL)
+    ON CONFLICT DO NOTHING"""
 STATE_SAVE_PG = f"""
 WITH resolver AS (
     {_RESOLVED_BY}
 ), remembered AS (
     {_REMEMBER_KEY}
+), stored AS (
+    {_STORE_PARTS_PG}
 ), saved AS (
     {_SAVE_STATE.format(json="jsonb")}
 ), requested AS (
     {_ASK_SNAPSHOT}
 )
 SELECT id FROM requested"""
-STATE_SAVE_SQLITE = (_RESOLVED_BY, _REMEMBER_KEY, _SAVE_STATE.format(json="text"), _ASK_SNAPSHOT)
+STATE_SAVE_SQLITE = (
+    _RESOLVED_BY,
+    _REMEMBER_KEY,
+    _STORE_PART_SQLITE,  # once per part
+    _SAVE_STATE.format(json="text"),
+    _ASK_SNAPSHOT,
+)
 
 # --- Start a run --------------------------------------------------------------------------------------
 # The mission locked, with what the key already made (as for a run's writes).

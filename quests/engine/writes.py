@@ -213,11 +213,13 @@ class StateSave:
     key_owner_id: int | None = None
     object_id: int | None = None  # what the key made
     resolves: int | None = None  # a record that `object_id` (a record) resolves
+    parts: dict[str, bytes] = field(default_factory=dict)  # {sha256: content} of parts no row holds yet
 
 
 def state_save(save: StateSave) -> int | None:
-    """Save the document, remember the key, close the loop of a resolution, and ask for a
-    background snapshot: the new snapshot request's id, or None when one was pending already."""
+    """Save the document (storing the `parts` it refers to that no row holds yet), remember the
+    key, close the loop of a resolution, and ask for a background snapshot: the new snapshot
+    request's id, or None when one was pending already."""
     key = save.key
     params = {
         "now": runner.now(), "mission_id": save.mission_id, "state_version": save.state_version,
@@ -228,10 +230,12 @@ def state_save(save: StateSave) -> int | None:
         "resolves": save.resolves, "resolved_by": save.object_id,
     }
     if runner.is_postgresql():
-        rows = runner.fetch(sql.STATE_SAVE_PG, params)
+        shas = list(save.parts)
+        rows = runner.fetch(sql.STATE_SAVE_PG, {**params, "part_shas": shas, "part_data": [save.parts[s] for s in shas]})
     else:
-        resolver, remember, saved, ask = sql.STATE_SAVE_SQLITE
+        resolver, remember, store, saved, ask = sql.STATE_SAVE_SQLITE
         chosen = ([(resolver, params)] if save.resolves is not None else []) + ([(remember, params)] if params["key"] else [])
+        chosen += [(store, {**params, "sha": sha, "data": data}) for sha, data in save.parts.items()]
         rows = runner.steps([*chosen, (saved, params), (ask, params)])[-1][0]
     return rows[0][0] if rows else None
 

@@ -95,7 +95,7 @@ def _request(
         # Every question a standing decision answered: nothing waits, the next run may start.
         settle(mission, actor=actor)
         idempotency.remember_keyed(keyed, mission=mission, object_id=approvals[0].pk)
-        state_changed(mission)
+        state_changed(mission, "approval")
         return approvals, False
 
 
@@ -107,7 +107,7 @@ def approvals_add_while_waiting(*, actor: Actor, mission: Mission, items: list[d
     approvals = _ask(actor, mission, None, items)
     _checkpoint(mission, None, approvals, None)
     settle(mission, actor=actor)
-    state_changed(mission)
+    state_changed(mission, "approval")
     return approvals
 
 
@@ -180,7 +180,7 @@ def approval_decide(
         if always:
             standing_decision_make(actor=actor, mission=mission, approval=approval)
         settle(mission, actor=actor)
-        state_changed(mission)
+        state_changed(mission, "approval")
         return approval
 
 
@@ -258,7 +258,7 @@ def approval_undo(*, actor: Actor, approval_id: int, now: datetime | None = None
         )
         if mission.status == MissionStatus.READY:
             machine.transition(mission, event="unsettle", to=MissionStatus.WAITING_FOR_APPROVAL, actor=actor)
-        state_changed(mission)
+        state_changed(mission, "approval")
         return approval
 
 
@@ -302,7 +302,7 @@ def approvals_expire_due(now: datetime | None = None) -> int:
             approval.decided_at = now
             machine.move(approval, event="expire", to=ApprovalStatus.EXPIRED, actor=SYSTEM, mission=mission, fields=("decided_at",))
             settle(mission, actor=SYSTEM)
-            state_changed(mission)
+            state_changed(mission, "approval")
             count += 1
     return count
 
@@ -345,7 +345,7 @@ def milestone_claim(
         milestone.checkpoint = take_checkpoint(mission, trigger="milestone", run=run, agent_state=agent_state)
         milestone.save(update_fields=["checkpoint"])
         idempotency.remember_keyed(keyed, mission=mission, object_id=milestone.pk)
-        state_changed(mission)
+        state_changed(mission, "milestone.claimed")
         return milestone, False
 
 
@@ -378,7 +378,7 @@ def milestone_review(*, actor: Actor, milestone_id: int, action: str, note: str 
             fields=("note", "reviewed_at", "reviewed_by"), **person_act(milestone.title, note),
         )
         settle(mission, actor=actor)
-        state_changed(mission)
+        state_changed(mission, "milestone.reviewed")
         return milestone
 
 

@@ -62,6 +62,7 @@ def lock_run(
     run = rows.annotate(**annotations).first()
     if run is None:
         raise NotFound(f"No run with id {run_id}.")
+    run.mission.blobs_guarded = blobs
     return run, run.mission
 
 
@@ -77,6 +78,7 @@ def lock_run_for_write(actor: Actor, run_id: int, key: writes.Key | None = None)
     locked = writes.lock_run(caller(actor), run_id, key) if actor.user is not None else None
     if locked is None:
         raise NotFound(f"No run with id {run_id}.")
+    locked.mission.blobs_guarded = True
     return locked
 
 
@@ -89,11 +91,16 @@ def refuse_unless_active(run: Run, mission: Mission) -> None:
 
 
 def lock_operation_mission(actor: Actor, operation_id: int) -> Mission:
-    """The mission of an operation the caller may see, locked (one statement). The operation
-    itself is read after the lock, so its status is current."""
-    mission = visible(actor, Mission).select_for_update(of=("self",)).filter(operations__pk=operation_id).first()
+    """The mission of an operation the caller may see, locked (one statement, which also takes the
+    blob writers' shared lock: a change to the ledger stores its chunk). The operation itself is
+    read after the lock, so its status is current."""
+    rows = visible(actor, Mission).select_for_update(of=("self",)).filter(operations__pk=operation_id)
+    if (guard := blob_writers_guard_expression()) is not None:
+        rows = rows.annotate(blob_writers_guard=guard)
+    mission = rows.first()
     if mission is None:
         raise NotFound(f"No operation with id {operation_id}.")
+    mission.blobs_guarded = True
     return mission
 
 

@@ -7,10 +7,10 @@ from django.utils import timezone
 
 from checkpoints.graph import graph_branch
 from checkpoints.models import DURABLE_RECORD_KINDS, Checkpoint, Record
-from checkpoints.services import checkpoint_agent_state, parts_get
+from checkpoints.services import checkpoint_agent_state, state_get
 from quests import limits
 from quests.models import ApprovalStatus, AuditEvent, Constraint, ConstraintSource, MilestoneKind, Mission, MissionStatus, StopReason
-from quests.services import idempotency, machine, pending, savestate
+from quests.services import idempotency, machine, pending
 from quests.services.access import get_for, require_person, require_whole_account
 from quests.services.audit import Actor, audit, audit_event
 from quests.services.errors import Conflict, InvalidInput, NotFound, require_within
@@ -68,7 +68,8 @@ def _constraints_create(
         audit_event(actor=actor, mission=mission, entity="constraint", entity_id=c.pk, action="add", to_state="active", text=c.text)
         for c in constraints
     ])
-    state_changed(mission, sections=("constraints",) if mission.state_refs else savestate.SECTIONS)
+    # A new mission has no current document yet: `state_changed` builds it whole.
+    state_changed(mission, "constraint.added")
     return constraints
 
 
@@ -110,7 +111,7 @@ def constraint_retire(*, actor: Actor, mission_id: int, constraint_id: int) -> C
         constraint.retired_by = actor.user
         constraint.save(update_fields=["retired_at", "retired_by"])
         audit(actor=actor, mission=mission, entity="constraint", entity_id=constraint.pk, action="retire", from_state="active", to_state="retired")
-        state_changed(mission)
+        state_changed(mission, "constraint.retired")
         return constraint
 
 
@@ -138,7 +139,7 @@ def _pause(mission: Mission, *, actor: Actor) -> None:
         run_end(mission, active, event="pause", to=MissionStatus.PAUSED, stop_reason=StopReason.PAUSED_BY_USER, actor=actor, detail="Paused by you.")
     else:
         machine.transition(mission, event="pause", to=MissionStatus.PAUSED, actor=actor, stop_reason=StopReason.PAUSED_BY_USER, detail="Paused by you.")
-    state_changed(mission)
+    state_changed(mission, "mission.status")
 
 
 def has_pending(mission: Mission) -> bool:
@@ -155,7 +156,7 @@ def mission_unpause(*, actor: Actor, mission_id: int) -> Mission:
         mission = get_for(actor, Mission, mission_id, for_update=True)
         to = MissionStatus.WAITING_FOR_APPROVAL if has_pending(mission) else MissionStatus.READY
         machine.transition(mission, event="unpause", to=to, actor=actor)
-        state_changed(mission)
+        state_changed(mission, "mission.status")
         return mission
 
 
@@ -170,7 +171,7 @@ def mission_cancel(*, actor: Actor, mission_id: int) -> Mission:
             machine.transition(mission, event="cancel", to=MissionStatus.CANCELLED, actor=actor, stop_reason=StopReason.CANCELLED_BY_USER, detail="Cancelled by you.")
             pending.pending_end(mission, actor=actor, because=pending.ENDED)
             take_checkpoint(mission, trigger="stop")
-        state_changed(mission)
+        state_changed(mission, "pending.ended")
         return mission
 
 
@@ -212,12 +213,12 @@ def mission_restore(*, actor: Actor, mission_id: int, checkpoint_id: int) -> tup
             actor=actor, mission=mission, entity="checkpoint", entity_id=checkpoint.pk, action="restore",
             from_state=str(target.seq), to_state=str(checkpoint.seq), abandoned_records=len(abandoned_ids),
         )
-        state_changed(mission)
+        state_changed(mission, "restore")
         return mission, checkpoint
 
 
 def _record_ids_in(checkpoint: Checkpoint) -> set[int]:
-    state = parts_get(checkpoint.state_refs)
+    state = state_get(checkpoint.state_refs)
     ids: set[int] = set()
     for section, items in state.items():
         if isinstance(items, list) and section not in ("constraints", "milestones", "approvals", "operations"):

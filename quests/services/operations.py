@@ -37,7 +37,7 @@ def operation_plan(
         # The operation's own key is its idempotency key: the statement that locks the mission
         # also finds an operation planned with it (a race is settled by the unique constraint).
         earlier = Operation.objects.filter(mission_id=OuterRef("mission_id"), key=key)
-        run, mission = lock_run(actor, run_id, annotations={
+        run, mission = lock_run(actor, run_id, blobs=True, annotations={
             "earlier_id": Subquery(earlier.values("pk")[:1]), "earlier_hash": Subquery(earlier.values("request_hash")[:1]),
         })
         if run.earlier_id is not None:
@@ -55,26 +55,28 @@ def operation_plan(
         this_one = Subquery(Operation.objects.filter(mission_id=mission.pk, key=key).values("pk")[:1])
         trip.insert(OperationEvent(operation_id=this_one, event="planned"), returning=False)
         audit(actor=actor, mission=mission, entity="operation", entity_id=this_one, action="plan", to_state=O.PLANNED, key=key, trip=trip)
-        ledger = savestate.read_sections(trip, mission.pk, savestate.LEDGER)
+        ledger = savestate.read_ledger(trip, mission)
         trip.run()
-        savestate.apply_sections(mission, ledger)
-        state_changed(mission, sections=())
+        savestate.apply_ledger(mission, ledger.rows)
+        state_changed(mission, "operation.planned", applied=True)
         return op, False
 
 
-def _locked_operation(actor: Actor, operation_id: int, *, receipt: bool = False) -> tuple[Operation, Mission, list[Operation]]:
-    """The mission locked, then its whole ledger read in one round trip: the operation (current,
-    since it is read under the lock) and the section the change will rewrite. For a `receipt`,
-    the same round trip counts the receipts the operation holds (see `_receipt_room`)."""
+def _locked_operation(actor: Actor, operation_id: int, *, receipt: bool = False) -> tuple[Operation, Mission, list[dict[str, Any]]]:
+    """The mission locked, then in one round trip: the operation (current, since it is read under
+    the lock) and the chunk of the ledger that holds it, which the change will rewrite (never the
+    whole ledger: a receipt costs the same however long the ledger is). For a `receipt`, the same
+    round trip counts the receipts the operation holds (see `_receipt_room`)."""
     mission = lock_operation_mission(actor, operation_id)
     savestate.ensure_current(mission)
     trip = RoundTrip()
-    ledger = savestate.read_sections(trip, mission.pk, savestate.LEDGER)["operations"]
+    found = trip.select(Operation.objects.filter(pk=operation_id))
+    ledger = savestate.read_ledger(trip, mission, operation_id)
     held = trip.select(
         OperationEvent.objects.filter(operation_id=operation_id, event__in=RECEIPT_EVENTS).values("operation_id").annotate(n=Count("pk"))
     ) if receipt else None
     trip.run()
-    op = next(row for row in ledger.rows if row.pk == operation_id)
+    op = found.rows[0]
     op.receipts_held = held.rows[0]["n"] if held is not None and held.rows else 0
     return op, mission, ledger.rows
 
@@ -110,18 +112,19 @@ def _event(op: Operation, event: str, trip: RoundTrip, **fields: Any) -> None:
     trip.insert(OperationEvent(operation=op, event=event, **fields), returning=False)
 
 
-def _save(op: Operation, mission: Mission, ledger: list[Operation], trip: RoundTrip) -> Operation:
-    """Send the operation's change with the ledger section rewritten from what was read under
-    the lock (the changed operation as changed here), in one round trip."""
-    savestate.apply_sections(mission, {}, rows={"operations": ledger})
+def _save(op: Operation, mission: Mission, ledger: list[dict[str, Any]], trip: RoundTrip, change: str) -> Operation:
+    """Send the operation's change, then save the current document with its ledger chunk
+    rewritten from what was read under the lock (the changed operation as changed here)."""
+    changed = savestate.ledger_row(op)
+    savestate.apply_ledger(mission, [changed if row["id"] == op.pk else row for row in ledger])
     trip.run()
-    state_changed(mission, sections=())
+    state_changed(mission, change, applied=True)
     return op
 
 
-def _move(op: Operation, mission: Mission, ledger: list[Operation], trip: RoundTrip, *, actor: Actor, to: str, action: str, fields: list[str]) -> Operation:
+def _move(op: Operation, mission: Mission, ledger: list[dict[str, Any]], trip: RoundTrip, *, actor: Actor, to: str, action: str, fields: list[str]) -> Operation:
     machine.move(op, event=action, to=to, actor=actor, mission=mission, fields=("updated_at", *fields), key=op.key, trip=trip)
-    return _save(op, mission, ledger, trip)
+    return _save(op, mission, ledger, trip, f"operation.{to}")
 
 
 def operation_attempt(*, actor: Actor, operation_id: int) -> Operation:
@@ -199,4 +202,4 @@ def operation_observe(*, actor: Actor, operation_id: int, external_status: str, 
             actor=actor, mission=mission, entity="operation", entity_id=op.pk, action="observe", from_state=op.status,
             to_state=op.status, key=op.key, external_status_from=previous, external_status=external_status, trip=trip,
         )
-        return _save(op, mission, ledger, trip)
+        return _save(op, mission, ledger, trip, "operation.observed")

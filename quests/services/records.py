@@ -11,6 +11,7 @@ from django.db import transaction
 
 from checkpoints import compaction
 from checkpoints.models import Checkpoint, Record, RecordKind
+from checkpoints.sections import touched
 from checkpoints.services import sha256_hex
 from quests.engine import writes
 from quests.services import idempotency, locking, savestate
@@ -79,7 +80,8 @@ def record_create(
             # Nothing is kept: the transaction rolls back with the error.
             raise InvalidInput("`resolves` must name a record of this mission.", field="resolves")
         record._state.adding = False
-        savestate.sections_refresh(mission, savestate.sections_for_record(kind, resolves=resolves is not None))
+        change = savestate.record_change(kind, resolves=resolves is not None)
+        savestate.sections_refresh(mission, touched(change))
         savestate.record_added(mission, record)
-        state_changed(mission, sections=(), key=keyed, made_id=record.pk, resolves=resolves)
+        state_changed(mission, change, applied=True, key=keyed, made_id=record.pk, resolves=resolves)
         return record, False

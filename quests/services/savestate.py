@@ -21,19 +21,16 @@ from typing import Any
 
 from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS
-from django.db.models import Count, Max, Q, QuerySet, Sum
+from django.db.models import Max
 
-from checkpoints import compaction, services as storage
+from checkpoints import compaction, sections, services as storage
 from checkpoints.models import Checkpoint, Operation, Record, RecordKind, Trigger
 from checkpoints.pruning import blob_writers_guard
 from checkpoints.roundtrip import RoundTrip, Selected
 from quests.engine import writes
-from quests.models import Approval, Constraint, Mission, Milestone, Run
-from quests.schemas import ApprovalOut, MilestoneOut, MissionSummaryOut, OperationOut, dump
+from quests.models import Mission, Run
 from quests.services.locking import named_now
-
-# The document leaves out when a row was made or last changed: only what the next run needs.
-TIMES = {"created_at", "updated_at", "reviewed_at", "decided_at"}
+from quests.services.section_reads import archive_counts, ledger_rows, section_rows, section_value
 
 DURABLE_SECTIONS = {
     RecordKind.DECISION: "decisions",
@@ -41,85 +38,21 @@ DURABLE_SECTIONS = {
     RecordKind.BLOCKER: "blockers",
     RecordKind.DEPENDENCY: "dependencies",
 }
-RECORD_SECTIONS = {
-    **DURABLE_SECTIONS,
-    RecordKind.EVIDENCE: "evidence",
-    RecordKind.NOTE: "notes",
-    RecordKind.TOOL_OUTPUT: "tool_outputs",
-}
+RECORD_SECTIONS = sections.RECORD_SECTIONS
 # The sections kept current by the services; `mission` and `archive` come from the mission row.
-SECTIONS = ("constraints", *RECORD_SECTIONS.values(), "milestones", "approvals", "operations")
-LEDGER = ("operations",)
+SECTIONS = sections.KEPT
 ZERO_TOTAL = {"notes": 0, "tool_outputs": 0, "bytes": 0}
-_RECORD_COLUMNS = ("id", "kind", "text", "data", "blob_id", "size_bytes")
-
-
-def _section_rows(mission_id: int, name: str) -> QuerySet:
-    """What a section is made of, read straight from its table."""
-    keep = settings.QUESTLOG_ACTIVE_NOTES
-    if name == "constraints":
-        return Constraint.objects.filter(mission_id=mission_id, retired_at__isnull=True).order_by("id").values("id", "text", "source")
-    if name == "milestones":
-        return Milestone.objects.filter(mission_id=mission_id).order_by("id")
-    if name == "approvals":
-        return Approval.objects.filter(mission_id=mission_id).order_by("id")
-    if name == "operations":
-        return Operation.objects.filter(mission_id=mission_id).order_by("id")
-    kind = next(k for k, section in RECORD_SECTIONS.items() if section == name)
-    live = Record.objects.live().filter(mission_id=mission_id, kind=kind)
-    if kind == RecordKind.NOTE:
-        # The newest N notes not yet archived (one more, to see whether older ones wait for the
-        # archive pass); older notes are in the archive, not in active state.
-        return live.filter(archived=False).order_by("-id").values(*_RECORD_COLUMNS)[: keep + 1]
-    if kind == RecordKind.TOOL_OUTPUT:
-        return live.order_by("-id").values(*_RECORD_COLUMNS)[:keep]
-    return live.order_by("id").values(*_RECORD_COLUMNS)
-
-
-def _section_value(name: str, rows: list[Any]) -> list[Any]:
-    if name == "constraints":
-        return [dict(row) for row in rows]
-    if name == "milestones":
-        return [dump(MilestoneOut, m, exclude=TIMES) for m in rows]
-    if name == "approvals":
-        return [dump(ApprovalOut, a, exclude=TIMES) for a in rows]
-    if name == "operations":
-        return [dump(OperationOut, op, exclude=TIMES) for op in rows]
-    if name == "notes":
-        return [{"id": r["id"], "text": r["text"]} for r in rows[: settings.QUESTLOG_ACTIVE_NOTES]][::-1]
-    if name == "tool_outputs":
-        return [_record_ref(r) for r in rows][::-1]
-    if name == "evidence":
-        return [_record_ref(r) for r in rows]
-    return [{"id": r["id"], "text": r["text"], "data": r["data"]} for r in rows]
-
-
-def _record_ref(row: dict[str, Any]) -> dict[str, Any]:
-    return {"id": row["id"], "preview": row["text"], "blob": row["blob_id"], "size_bytes": row["size_bytes"]}
-
-
-def _archive_counts(mission_id: int) -> QuerySet:
-    """What compaction has moved out of active state on the mission's live branch: archived notes
-    and raw tool outputs (archived when recorded), with their bytes."""
-    moved = Q(kind=RecordKind.NOTE, archived=True) | Q(kind=RecordKind.TOOL_OUTPUT)
-    return Record.objects.filter(moved, mission_id=mission_id, abandoned=False).values("mission_id").annotate(
-        notes=Count("pk", filter=Q(kind=RecordKind.NOTE)),
-        tool_outputs=Count("pk", filter=Q(kind=RecordKind.TOOL_OUTPUT)),
-        bytes=Sum("size_bytes"),
-        watermark=Max("pk"),
-    )
-
-
 # --- The current document, kept up to date -------------------------------------------------------
 
-def sections_for_record(kind: str, *, resolves: bool = False) -> tuple[str, ...]:
-    """The sections a new record changes: its own, and any record section when it resolves one."""
-    return tuple(RECORD_SECTIONS.values()) if resolves else (RECORD_SECTIONS[kind],)
+def record_change(kind: str, *, resolves: bool = False) -> str:
+    """What a new record changes (`checkpoints.sections.CHANGES`): its own section, and any
+    record section when it resolves one."""
+    return "record.resolving" if resolves else f"record.{kind}"
 
 
 def read_sections(trip: RoundTrip, mission_id: int, names: Iterable[str]) -> dict[str, Selected]:
     """Add the reads of `names` to `trip`; pass the result to `apply_sections` once it has run."""
-    return {name: trip.select(_section_rows(mission_id, name)) for name in dict.fromkeys(names)}
+    return {name: trip.select(section_rows(mission_id, name)) for name in dict.fromkeys(names)}
 
 
 def apply_sections(mission: Mission, read: dict[str, Selected], *, rows: dict[str, list[Any]] | None = None) -> None:
@@ -128,14 +61,73 @@ def apply_sections(mission: Mission, read: dict[str, Selected], *, rows: dict[st
     report = _report(mission)
     for name in read.keys() | (rows or {}).keys():
         found = rows[name] if rows and name in rows else read[name].rows
-        value = _section_value(name, found)
-        content = storage.canonical_json(value)
-        mission.state_refs[name] = storage.sha256_hex(content)
-        mission.state_pending[name] = content.decode()
-        report["sizes"][name] = len(content)
+        if name == "operations":
+            apply_ledger(mission, found, whole=True)
+            continue
+        value = section_value(name, found)
+        _set_part(mission, name, value)
         report["kept"][name] = len(value)
         if name == "notes":
             report["archive_due"] = len(found) > settings.QUESTLOG_ACTIVE_NOTES
+
+
+def _set_part(mission: Mission, name: str, value: Any, *, stored_at_once: bool = False) -> None:
+    content = storage.canonical_json(value)
+    mission.state_refs[name] = sha = storage.sha256_hex(content)
+    if stored_at_once:
+        # A ledger chunk is stored as a blob by the writer that made it (`unstored_parts`), not
+        # kept on the mission row until a checkpoint: the row would carry the whole ledger.
+        mission.state_pending.pop(name, None)
+        mission.__dict__.setdefault("_unstored_parts", {})[sha] = content
+    else:
+        mission.state_pending[name] = content.decode()
+    _report(mission)["sizes"][name] = len(content)
+
+
+def unstored_parts(mission: Mission) -> dict[str, bytes]:
+    """The parts made in this transaction that the current document refers to and no row holds:
+    the caller stores them as blobs ({sha256: content}) with the mission row's update, under the
+    blob writers' lock (the collector counts the current documents' refs as references)."""
+    return mission.__dict__.pop("_unstored_parts", {})
+
+
+def _drop_part(mission: Mission, name: str) -> None:
+    for kept in (mission.state_refs, mission.state_pending, _report(mission)["sizes"]):
+        kept.pop(name, None)
+
+
+# The ledger is kept in chunks (checkpoints.sections): a change to one operation rewrites the
+# chunk that holds it, a new operation the last chunk, whatever the length of the ledger.
+
+def read_ledger(trip: RoundTrip, mission: Mission, operation_id: int | None = None) -> Selected:
+    """Add to `trip` the read of the ledger rows a change rewrites: the chunk that holds
+    `operation_id`, or (None: an operation planned in this trip, before this read) the last chunk
+    and what follows it. Pass its rows to `apply_ledger`."""
+    firsts = _report(mission)["ledger"]
+    if operation_id is None:
+        first, before = (max(firsts) if firsts else None), None
+    else:
+        first, before = sections.bounds(firsts, operation_id)
+    return trip.select(ledger_rows(mission.pk, first, before))
+
+
+def apply_ledger(mission: Mission, rows: list[dict[str, Any]], *, whole: bool = False) -> None:
+    """Make the current document hold the ledger chunks these rows make (rows as `read_ledger`
+    read them, or the whole ledger when `whole`)."""
+    report = _report(mission)
+    made = dict(sections.chunks("operations", list(map(sections.operation_item, rows))))
+    if whole:
+        for name in [name for name in mission.state_refs if name == "operations" or sections.chunk_of(name)]:
+            _drop_part(mission, name)
+    for name, value in made.items():
+        _set_part(mission, name, value, stored_at_once=True)
+    firsts = set() if whole else set(report["ledger"])
+    report["ledger"] = sorted(firsts | {sections.chunk_of(name)[1] for name in made})
+
+
+def ledger_row(op: Operation) -> dict[str, Any]:
+    """An operation as changed in memory, as a row of `read_ledger`."""
+    return {name: getattr(op, name) for name in sections.COLUMNS["operations"]}
 
 
 def sections_refresh(mission: Mission, names: Iterable[str] = SECTIONS, *, recount: bool = False) -> None:
@@ -143,9 +135,12 @@ def sections_refresh(mission: Mission, names: Iterable[str] = SECTIONS, *, recou
     record watermark from the tables (after a restore, or for a mission never built)."""
     trip = RoundTrip()
     read = read_sections(trip, mission.pk, names)
-    counts = trip.select(_archive_counts(mission.pk)) if recount else None
+    counts = trip.select(archive_counts(mission.pk)) if recount else None
     trip.run()
     apply_sections(mission, read)
+    if set(SECTIONS) <= read.keys():
+        # Every section is now made by this format's serialisers.
+        _report(mission)["format"] = sections.FORMAT
     if counts is not None:
         row = counts.rows[0] if counts.rows else {}
         report = _report(mission)
@@ -153,10 +148,15 @@ def sections_refresh(mission: Mission, names: Iterable[str] = SECTIONS, *, recou
         report["watermark"] = Record.objects.filter(mission_id=mission.pk).aggregate(m=Max("pk"))["m"] or 0
 
 
-def ensure_current(mission: Mission) -> None:
-    """Build the current document of a mission that has none yet (one written before it was kept)."""
-    if not mission.state_refs:
-        sections_refresh(mission, recount=True)
+def ensure_current(mission: Mission) -> bool:
+    """Build the current document of a mission that has none yet (one written before it was kept),
+    or one made by serialisers of an older format (`checkpoints.sections.FORMAT`). Says whether it did."""
+    if mission.state_refs and mission.state_report.get("format") == sections.FORMAT:
+        return False
+    mission.state_refs, mission.state_pending = {}, {}
+    mission.state_report = {k: v for k, v in mission.state_report.items() if k != "sizes"}
+    sections_refresh(mission, recount=True)
+    return True
 
 
 def state_rebuild(mission_id: int) -> Mission:
@@ -164,6 +164,7 @@ def state_rebuild(mission_id: int) -> Mission:
     mission = Mission.objects.get(pk=mission_id)
     mission.state_refs, mission.state_pending, mission.state_report = {}, {}, {}
     sections_refresh(mission, recount=True)
+    storage.blobs_put(list(unstored_parts(mission).values()))
     Mission.objects.filter(pk=mission.pk).update(**current_fields(mission))
     return mission
 
@@ -193,6 +194,7 @@ def _report(mission: Mission) -> dict[str, Any]:
     report.setdefault("note_cutoff", 0)
     report.setdefault("archive_due", False)
     report.setdefault("watermark", 0)
+    report.setdefault("ledger", [])
     return report
 
 
@@ -203,9 +205,10 @@ def state_document(mission: Mission) -> dict[str, Any]:
     must equal at every moment."""
     trip = RoundTrip()
     read = read_sections(trip, mission.pk, SECTIONS)
-    counts = trip.select(_archive_counts(mission.pk))
+    counts = trip.select(archive_counts(mission.pk))
     trip.run()
-    document = {name: _section_value(name, step.rows) for name, step in read.items()}
+    document = {name: section_value(name, step.rows) for name, step in read.items() if name != "operations"}
+    document.update(sections.chunks("operations", list(map(sections.operation_item, read["operations"].rows))))
     row = counts.rows[0] if counts.rows else {}
     document["archive"] = {"notes": row.get("notes", 0), "tool_outputs": row.get("tool_outputs", 0), "bytes": row.get("bytes") or 0}
     document["mission"] = _mission_section(mission)
@@ -213,7 +216,7 @@ def state_document(mission: Mission) -> dict[str, Any]:
 
 
 def _mission_section(mission: Mission) -> dict[str, Any]:
-    return dump(MissionSummaryOut, mission, exclude={"id"})
+    return sections.mission_item(mission)
 
 
 def current_document(mission: Mission) -> tuple[dict[str, str], dict[str, bytes]]:
@@ -222,6 +225,7 @@ def current_document(mission: Mission) -> tuple[dict[str, str], dict[str, bytes]
     report = _report(mission)
     refs = dict(mission.state_refs)
     contents = {refs[name]: text.encode() for name, text in mission.state_pending.items() if name in refs}
+    contents.update(mission.__dict__.get("_unstored_parts", {}))
     for name, value in (("mission", _mission_section(mission)), ("archive", report["archived_total"])):
         content = storage.canonical_json(value)
         refs[name] = storage.sha256_hex(content)
@@ -320,6 +324,7 @@ def _write(
         note_cutoff=report["note_cutoff"],
     )
     agent_refs, agent_contents, agent_size = _agent_side(mission, agent_state, agent_parts)
+    unstored_parts(mission)  # stored with the checkpoint's blobs (they are in `contents`)
     report["since"] = {"tool_outputs": 0, "bytes": 0}
     report["archive_due"] = False
     row = writes.CheckpointRow(

@@ -19,7 +19,6 @@ delays a snapshot and never loses one, and a message delivered twice does no har
 import logging
 import uuid
 from datetime import datetime, timedelta
-from collections.abc import Iterable
 from typing import Any
 
 from celery import current_app
@@ -28,7 +27,7 @@ from django.db import transaction
 from django.db.models import F, Min, Q
 from django.utils import timezone
 
-from checkpoints import pruning
+from checkpoints import pruning, sections
 from checkpoints.models import Checkpoint, RetentionPolicy, SnapshotRequest, Trigger
 from quests.engine import writes
 from quests.models import Hold, Mission, Run
@@ -55,20 +54,28 @@ def _stale_after() -> timedelta:
 
 def state_changed(
     mission: Mission,
+    change: str,
     *,
-    sections: Iterable[str] = savestate.SECTIONS,
+    applied: bool = False,
     key: writes.Key | None = None,
     made_id: int | None = None,
     resolves: int | None = None,
 ) -> None:
     """Called by every service that changes save state, in its transaction, holding the mission's
-    lock. Refreshes the sections it changed (every section unless it names them; none when it
-    applied them itself with `savestate.apply_sections`), bumps the mission's state version (live
-    pages poll it), saves the current document and asks for a technical snapshot: one statement
-    (`writes.state_save`), which also remembers the idempotency `key` that made `made_id` and
-    tells the record a new record `resolves` who resolved it."""
-    if sections:
-        savestate.sections_refresh(mission, sections, recount=not mission.state_refs)
+    lock, saying what changed (a kind of `checkpoints.sections.CHANGES`). Refreshes the sections
+    that kind of change touches (none when the service `applied` them itself, from the rows it
+    read), bumps the mission's state version (live pages poll it), saves the current document
+    (with the ledger chunks made meanwhile, `savestate.unstored_parts`) and asks for a technical
+    snapshot: one statement (`writes.state_save`), which also remembers the idempotency `key` that
+    made `made_id` and tells the record a new record `resolves` who resolved it."""
+    touched = sections.touched(change)  # (an undeclared kind of change is a KeyError, applied or not)
+    if applied:
+        touched = ()
+    if not savestate.ensure_current(mission) and touched:
+        savestate.sections_refresh(mission, touched)
+    unstored = savestate.unstored_parts(mission)
+    if unstored and not getattr(mission, "blobs_guarded", False):
+        pruning.blob_writers_guard()
     mission.state_version += 1
     now = timezone.now()
     not_before = now
@@ -80,7 +87,7 @@ def state_changed(
     request_id = writes.state_save(writes.StateSave(
         mission_id=mission.pk, state_version=mission.state_version, state_refs=mission.state_refs,
         state_pending=mission.state_pending, state_report=mission.state_report, snapshot_not_before=not_before,
-        key=key, key_owner_id=mission.owner_id, object_id=made_id, resolves=resolves,
+        key=key, key_owner_id=mission.owner_id, object_id=made_id, resolves=resolves, parts=unstored,
     ))
     if request_id is not None:
         # The message goes out after commit; if publishing fails the sweep publishes it later.

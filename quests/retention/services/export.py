@@ -8,6 +8,7 @@ from typing import Any
 from django.db.models import Model, QuerySet
 from django.utils import timezone
 
+from checkpoints import sections
 from checkpoints.models import Checkpoint, Operation, Record
 from checkpoints.services import blobs_get
 from quests.jsonstream import RawJson, iter_json
@@ -105,7 +106,7 @@ def _checkpoints_export(checkpoints: QuerySet) -> Iterator[dict[str, Any]]:
     for checkpoint, contents in _with_contents(checkpoints, _part_hashes):
         yield _lifecycle(checkpoint, {
             **dump(CheckpointOut, checkpoint),
-            "state": _stored_parts(checkpoint.state_refs, contents),
+            "state": _stored_parts(checkpoint.state_refs, contents, state=True),
             "agent_state": _stored_parts(checkpoint.agent_state_refs, contents),
         })
 
@@ -114,9 +115,11 @@ def _part_hashes(checkpoint: Checkpoint) -> list[str]:
     return [*checkpoint.state_refs.values(), *checkpoint.agent_state_refs.values()]
 
 
-def _stored_parts(refs: dict[str, str], contents: dict[str, bytes]) -> dict[str, RawJson]:
-    # Each part is stored as canonical JSON (checkpoints.services.parts): written as it is.
-    return {key: RawJson(contents[sha].decode()) for key, sha in refs.items() if sha in contents}
+def _stored_parts(refs: dict[str, str], contents: dict[str, bytes], *, state: bool = False) -> dict[str, RawJson]:
+    # Each part is stored as canonical JSON (checkpoints.services.parts): written as it is, a
+    # section stored in chunks (the ledger) joined whole again.
+    parts = {key: contents[sha] for key, sha in refs.items() if sha in contents}
+    return {key: RawJson(content.decode()) for key, content in (sections.merged_raw(parts) if state else parts).items()}
 
 
 def _records_export(records: QuerySet) -> Iterator[dict[str, Any]]:

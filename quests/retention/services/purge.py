@@ -142,8 +142,10 @@ def purge_missions(ids: list[int], *, actor: Actor) -> Counter:
     blob_refs = _blob_refs_of(ids)
     now = timezone.now()
     missions = list(Mission.objects.filter(pk__in=ids).values_list("pk", "status"))
+    # The current save-state document goes too (its parts are released with the checkpoints').
     Mission.objects.filter(pk__in=ids).update(
         head_checkpoint=None, last_verified_checkpoint=None, objective="", stop_detail="", retry_at=None, updated_at=now,
+        state_refs={}, state_pending={}, state_report={},
     )
     # A mission purged before keeps the date it was first purged.
     Mission.objects.filter(pk__in=ids, purged_at__isnull=True).update(purged_at=now)
@@ -193,6 +195,8 @@ def _scrub_audit(ids: list[int]) -> None:
 
 def _blob_refs_of(ids: list[int]) -> set[str]:
     refs: set[str] = set()
+    for state_refs in Mission.objects.filter(pk__in=ids).values_list("state_refs", flat=True):
+        refs.update((state_refs or {}).values())
     for state_refs, agent_refs in Checkpoint.objects.filter(mission_id__in=ids).values_list("state_refs", "agent_state_refs"):
         refs.update((state_refs or {}).values())
         refs.update((agent_refs or {}).values())

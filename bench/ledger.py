@@ -1,0 +1,100 @@
+"""The cost of an operation receipt against the length of the mission's ledger (issue 20): the p50
+of `operations.operation_complete` when the mission's ledger holds 10 operations and when it holds
+LONG (1,000; 100 in quick mode). A save-state service whose receipts get slower with every
+operation is the opposite of what it is for, so the goal is a flat line: ≤ 1.2×.
+
+Each sample completes an operation that was planned and attempted just before (untimed), so the
+ledger is at its stated length when `complete` runs: the short case uses a fresh mission of 9
+planned operations for each sample, the long case one mission whose ledger grows by one per sample
+(1,000 → 1,000 + samples). The two cases run in alternating rounds, like the other paths.
+
+Run by bench/bench_vs_langgraph.py (its goals table), or alone:
+    .venv/bin/python bench/ledger.py     (BENCH_QUICK=1 for a smoke run)
+"""
+
+import os
+import sys
+import uuid
+
+if __name__ == "__main__":
+    os.environ["DATABASE_URL"] = os.environ.get("BENCH_DATABASE_URL", "postgres://questlog:questlog@127.0.0.1:5432/questlog_bench_lg")
+    import common
+
+    common.setup()
+
+import common  # noqa: E402
+from rounds import ISSUE_20, rounds, show, timed  # noqa: E402
+
+QUICK = os.environ.get("BENCH_QUICK") == "1" or "--quick" in sys.argv
+SHORT, LONG = 10, (100 if QUICK else 1_000)
+ROUNDS = 2 if QUICK else 6
+SAMPLES = 5 if QUICK else 20
+
+
+def _start(actor, title: str):
+    from quests.services import missions, runs
+
+    mission, _ = missions.mission_create(actor=actor, title=title, objective="Sync every supplier's invoices tonight.")
+    run, _ = runs.run_start(actor=actor, mission_id=mission.pk, agent="bench")
+    return run
+
+
+def _plan(actor, run, *, attempt: bool = False) -> int:
+    from quests.services import operations
+
+    op, _ = operations.operation_plan(
+        actor=actor, run_id=run.pk, key=uuid.uuid4().hex, kind="invoice.fetch", target="supplier-42",
+        request={"month": "2026-11", "supplier": "supplier-42", "format": "pdf"},
+    )
+    if attempt:
+        operations.operation_attempt(actor=actor, operation_id=op.pk)
+    return op.pk
+
+
+def _complete(actor, operation_id: int) -> None:
+    from quests.services import operations
+
+    operations.operation_complete(
+        actor=actor, operation_id=operation_id, external_id=f"INV-{operation_id}", external_status="fetched",
+        receipt={"pages": 3, "total": 1240.5, "currency": "EUR"},
+    )
+
+
+def ledger_receipts(actor) -> dict[str, float]:
+    """Prints both p50s and the ratio; adds the goal to issue 20's goals (`rounds.ISSUE_20`)."""
+    with common.phase(f"a mission with a ledger of {LONG} operations, written through the service"):
+        long_run = _start(actor, "long ledger")
+        for _ in range(LONG - 1):
+            _complete(actor, _plan(actor, long_run, attempt=True))
+
+    def short_sample() -> float:
+        run = _start(actor, "short ledger")
+        for _ in range(SHORT - 1):
+            _plan(actor, run)
+        op = _plan(actor, run, attempt=True)
+        return timed(lambda: _complete(actor, op))
+
+    def long_sample() -> float:
+        op = _plan(actor, long_run, attempt=True)
+        return timed(lambda: _complete(actor, op))
+
+    with common.phase(f"{ROUNDS} alternating rounds of {SAMPLES} receipts per ledger length"):
+        took = rounds({"short": short_sample, "long": long_sample}, count=ROUNDS, samples=SAMPLES)
+    print(f"\n== operation complete (a receipt) with {SHORT} and {LONG} operations in the mission's ledger")
+    p = {"short": show(f"operation complete, {SHORT} operations in the ledger", took["short"])}
+    p["long"] = show(f"operation complete, {LONG} operations in the ledger", took["long"])
+    common.figure(f"operation complete {LONG} / {SHORT}", p["long"] / p["short"], "×", ".2f")
+    common.load_note()
+    ISSUE_20.append((f"operation complete p50, {LONG} vs {SHORT} operations in the ledger", p["long"] / p["short"], "<=", 1.2))
+    return p
+
+
+if __name__ == "__main__":
+    from quests.services.audit import Actor
+    from rounds import GOALS, goal
+
+    with common.bench_data():
+        ledger_receipts(Actor(user=common.bench_user("ledger")))
+    for label, ratio, op, target in ISSUE_20:
+        goal(label, ratio, op, target)
+    common.table("Goal of issue 20 (ledger)", [(label, value, f"{target} {verdict}") for label, value, target, verdict in GOALS])

@@ -1,0 +1,173 @@
+"""The hashed sections of a state document: how each is serialised and laid out in storage.
+
+A checkpoint's hash is taken over the canonical JSON of its sections, so what goes into a section
+is decided here, by storage, and versioned: the API's output schemas may gain fields without
+changing any mission's state hash. A serialiser that must change gets a new FORMAT; a checkpoint
+already written keeps the refs (and so the hash) it was written with, and a mission's current
+document made under an older FORMAT is rebuilt the next time it is used (`is_current`).
+
+Formats:
+1. every section whole, items as the API's schemas of the time dumped them (times left out);
+2. the same items (the serialisers below reproduce format 1's bytes), with the operation ledger
+   stored in chunks of LEDGER_CHUNK operations, oldest first: a receipt rewrites one chunk, so it
+   costs the same at 10 and at 10,000 operations. A chunk is the part `operations@<first id>`; a
+   reader sees the ledger whole again (`merged`).
+
+Rows are the dicts of `.values(*COLUMNS[section])`. This layer imports nothing from `quests`: it
+names the columns it reads."""
+
+from collections.abc import Iterable, Iterator
+from datetime import datetime
+from typing import Any
+
+FORMAT = 2
+LEDGER_CHUNK = 50
+CHUNKED = ("operations",)
+SEPARATOR = "@"
+
+COLUMNS = {
+    "operations": (
+        "id", "key", "kind", "target", "request", "status", "attempts", "max_attempts", "external_id",
+        "external_status", "receipt", "error", "retryable",
+    ),
+    "milestones": ("id", "kind", "title", "review_status", "note", "gate", "mission_id", "summary", "evidence", "checkpoint_id"),
+    "approvals": (
+        "id", "action", "payload", "reason", "status", "decided_payload", "note", "agent_ref", "always", "node",
+        "question", "mission_id", "checkpoint_id", "respond_by",
+    ),
+    "mission": ("title", "objective", "status", "stop_reason", "stop_detail", "retry_at"),
+}
+
+
+def _iso(value: datetime | None) -> str | None:
+    return value.isoformat() if value is not None else None
+
+
+def operation_item(row: dict[str, Any]) -> dict[str, Any]:
+    # "" is stored for "not yet"; the document has always said null.
+    empty_is_null = {"external_id", "external_status", "error"}
+    return {name: (row[name] or None) if name in empty_is_null else row[name] for name in COLUMNS["operations"]}
+
+
+def milestone_item(row: dict[str, Any]) -> dict[str, Any]:
+    return {name: row[name] for name in COLUMNS["milestones"]}
+
+
+def approval_item(row: dict[str, Any]) -> dict[str, Any]:
+    item = {name: row[name] for name in COLUMNS["approvals"] if name != "respond_by"}
+    # The document's `expires_at` is when a person must answer (not the retention expiry).
+    item["expires_at"] = _iso(row["respond_by"])
+    return item
+
+
+def mission_item(row: Any) -> dict[str, Any]:
+    """The `mission` section, from the mission row (an object: it is the locked row)."""
+    item = {name: getattr(row, name) for name in COLUMNS["mission"]}
+    item["retry_at"] = _iso(item["retry_at"])
+    return item
+
+
+ITEMS = {"operations": operation_item, "milestones": milestone_item, "approvals": approval_item}
+
+
+def chunk_key(section: str, first_id: int) -> str:
+    return f"{section}{SEPARATOR}{first_id}"
+
+
+def chunk_of(key: str) -> tuple[str, int] | None:
+    """(section, first id) of a chunk's part name; None for a whole section."""
+    section, sep, first = key.partition(SEPARATOR)
+    return (section, int(first)) if sep and section in CHUNKED and first.isdigit() else None
+
+
+def chunks(section: str, items: list[dict[str, Any]]) -> Iterator[tuple[str, list[dict[str, Any]]]]:
+    """The parts of a chunked section's items (in id order): full chunks of LEDGER_CHUNK, then the
+    rest. The same items always give the same parts, whether written at once or one by one."""
+    for start in range(0, len(items), LEDGER_CHUNK):
+        part = items[start : start + LEDGER_CHUNK]
+        yield chunk_key(section, part[0]["id"]), part
+
+
+def bounds(first_ids: Iterable[int], op_id: int) -> tuple[int | None, int | None]:
+    """The chunk that holds `op_id`: its first id and the next chunk's first id (None: the last)."""
+    ordered = sorted(first_ids)
+    first = next_first = None
+    for candidate in ordered:
+        if candidate <= op_id:
+            first = candidate
+        elif next_first is None:
+            next_first = candidate
+    return first, next_first
+
+
+def merged(document: dict[str, Any]) -> dict[str, Any]:
+    """A state document as a reader sees it: each chunked section whole again, its chunks in order.
+    A document of format 1 (the section whole) is returned as it is; a format 2 document with no
+    chunk of a section has the section empty."""
+    whole: dict[str, Any] = {}
+    parts: dict[str, list[tuple[int, list[Any]]]] = {}
+    for key, value in document.items():
+        chunk = chunk_of(key)
+        if chunk is None:
+            whole[key] = value
+        else:
+            parts.setdefault(chunk[0], []).append((chunk[1], value))
+    for section in CHUNKED:
+        if section not in whole and (section in parts or whole):
+            whole[section] = [item for _, value in sorted(parts.get(section, [])) for item in value]
+    return whole
+
+
+def merged_raw(parts: dict[str, bytes]) -> dict[str, bytes]:
+    """`merged` for stored canonical JSON, without parsing it: a chunked section's parts are
+    JSON lists, joined into one."""
+    whole: dict[str, bytes] = {}
+    found: dict[str, list[tuple[int, bytes]]] = {}
+    for key, content in parts.items():
+        chunk = chunk_of(key)
+        if chunk is None:
+            whole[key] = content
+        else:
+            found.setdefault(chunk[0], []).append((chunk[1], content))
+    for section in CHUNKED:
+        if section not in whole and (section in found or whole):
+            inner = [content[1:-1] for _, content in sorted(found.get(section, [])) if content != b"[]"]
+            whole[section] = b"[" + b",".join(inner) + b"]"
+    return whole
+
+
+# --- What each kind of change touches -----------------------------------------------------------
+# A service says what changed (`quests.services.snapshots.state_changed(mission, change)`); the
+# sections named here are refreshed from their tables, and only they. The ledger's changes are
+# applied by chunk by the operation service itself (`savestate.read_ledger`), in its round trip.
+
+RECORD_SECTIONS = {
+    "decision": "decisions", "open_question": "open_questions", "blocker": "blockers", "dependency": "dependencies",
+    "evidence": "evidence", "note": "notes", "tool_output": "tool_outputs",
+}
+# Every section a service keeps current; `mission` and `archive` are made from the mission row.
+KEPT = ("constraints", *RECORD_SECTIONS.values(), "milestones", "approvals", "operations")
+
+CHANGES: dict[str, tuple[str, ...]] = {
+    **{f"record.{kind}": (section,) for kind, section in RECORD_SECTIONS.items()},
+    # A record that resolves another may resolve one of any kind.
+    "record.resolving": tuple(RECORD_SECTIONS.values()),
+    **{f"operation.{event}": ("operations",) for event in ("planned", "attempted", "completed", "failed", "observed")},
+    "constraint.added": ("constraints",),
+    "constraint.retired": ("constraints",),
+    # Asked, decided (a standing decision decides the pending ones of its action too), undone, expired.
+    "approval": ("approvals",),
+    "milestone.claimed": ("milestones",),
+    "milestone.reviewed": ("milestones",),
+    # Cancel or completion: pending approvals expire, pending milestones are withdrawn.
+    "pending.ended": ("approvals", "milestones"),
+    # Pause, unpause: the mission row only, which the `mission` section is made from.
+    "mission.status": (),
+    # A restore sets records aside and brings pending items to an end: everything is read again.
+    "restore": KEPT,
+}
+
+
+def touched(change: str) -> tuple[str, ...]:
+    """The sections a kind of change touches (a KeyError names an undeclared change)."""
+    return CHANGES[change]

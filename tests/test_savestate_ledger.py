@@ -1,0 +1,221 @@
+"""The ledger section in chunks, and the storage-owned, versioned serialisers (issue 20, point 4).
+
+A receipt rewrites the one chunk that holds its operation, so its cost does not grow with the
+ledger; every reader (the API's checkpoint, restore, the export) still sees the ledger whole; and
+a mission whose current document was made by an older format is rebuilt, while the checkpoints
+written before keep their refs and their hash."""
+
+import json
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+import tests.test_properties_savestate as rebuild_property
+from checkpoints import sections
+from checkpoints.models import Blob, Checkpoint, Operation
+from checkpoints.services import checkpoint_documents, checkpoint_write, document_hash, parts
+from quests.models import Approval, Milestone, Mission
+from quests.schemas import ApprovalOut, MilestoneOut, MissionSummaryOut, OperationOut, dump
+from quests.services import approvals, missions, operations, records, runs, savestate
+from quests.services.audit import Actor
+
+pytestmark = pytest.mark.django_db
+
+CHUNK = 3
+
+
+@pytest.fixture
+def small_chunks(monkeypatch):
+    monkeypatch.setattr(sections, "LEDGER_CHUNK", CHUNK)
+
+
+@pytest.fixture
+def actor(alice) -> Actor:
+    return Actor(user=alice)
+
+
+def started(actor: Actor):
+    mission, _ = missions.mission_create(actor=actor, title="Nightly sync", objective="Fetch every invoice")
+    run, _ = runs.run_start(actor=actor, mission_id=mission.pk)
+    return mission, run
+
+
+def plan(actor: Actor, run, n: int) -> Operation:
+    op, _ = operations.operation_plan(actor=actor, run_id=run.pk, key=f"op-{n}", kind="fetch", target=f"t{n}", request={"n": n})
+    return op
+
+
+def current_refs(mission: Mission) -> dict[str, str]:
+    return savestate.current_document(Mission.objects.get(pk=mission.pk))[0]
+
+
+def full_refs(mission: Mission) -> dict[str, str]:
+    return parts(savestate.state_document(Mission.objects.get(pk=mission.pk)))[0]
+
+
+def chunk_names(refs: dict[str, str]) -> list[str]:
+    return sorted((name for name in refs if sections.chunk_of(name)), key=lambda name: sections.chunk_of(name)[1])
+
+
+def test_the_ledger_is_kept_in_chunks_that_equal_the_rebuild(actor, small_chunks):
+    mission, run = started(actor)
+    ops = [plan(actor, run, n) for n in range(8)]
+    refs = current_refs(mission)
+    assert "operations" not in refs
+    assert chunk_names(refs) == [sections.chunk_key("operations", ops[i].pk) for i in (0, 3, 6)]
+    assert refs == full_refs(mission)
+    operations.operation_attempt(actor=actor, operation_id=ops[4].pk)
+    operations.operation_complete(actor=actor, operation_id=ops[4].pk, external_id="X", external_status="done", receipt={"a": 1})
+    operations.operation_observe(actor=actor, operation_id=ops[0].pk, external_status="seen")
+    operations.operation_fail(actor=actor, operation_id=ops[7].pk, error="no", retryable=False)
+    assert current_refs(mission) == full_refs(mission)
+
+
+def test_a_receipt_rewrites_only_the_chunk_of_its_operation(actor, small_chunks):
+    mission, run = started(actor)
+    ops = [plan(actor, run, n) for n in range(9)]
+    records.checkpoint_create(actor=actor, run_id=run.pk, agent_state={"step": 1})  # stores every chunk
+    before = current_refs(mission)
+    operations.operation_attempt(actor=actor, operation_id=ops[4].pk)
+    with CaptureQueriesContext(connection) as captured:
+        operations.operation_complete(actor=actor, operation_id=ops[4].pk, external_id="X", external_status="done")
+    after = Mission.objects.get(pk=mission.pk)
+    middle = sections.chunk_key("operations", ops[3].pk)
+    # The chunk is stored as a blob at once, not carried on the mission row until a checkpoint.
+    assert not any(sections.chunk_of(name) for name in after.state_pending)
+    assert Blob.objects.filter(sha256=after.state_refs[middle]).exists()
+    assert {name for name, sha in current_refs(mission).items() if before[name] != sha} == {middle}
+    # The chunk is read by an id range: never the whole ledger.
+    sent = "\n".join(q["sql"] for q in captured.captured_queries)
+    assert f'"checkpoints_operation"."id" >= {ops[3].pk} AND "checkpoints_operation"."id" < {ops[6].pk}' in sent
+
+
+def test_a_receipt_costs_the_same_statements_at_any_ledger_length(actor, small_chunks):
+    def statements(count: int) -> int:
+        _, run = started(actor)
+        ops = [plan(actor, run, n) for n in range(count)]
+        operations.operation_attempt(actor=actor, operation_id=ops[0].pk)
+        with CaptureQueriesContext(connection) as captured:
+            operations.operation_complete(actor=actor, operation_id=ops[0].pk, external_id="X", external_status="done")
+        return len(captured.captured_queries)
+
+    assert statements(2) == statements(20)
+
+
+def test_every_reader_sees_the_ledger_whole(actor, agent, small_chunks):
+    mission, run = started(actor)
+    ops = [plan(actor, run, n) for n in range(7)]
+    operations.operation_attempt(actor=actor, operation_id=ops[5].pk)
+    checkpoint, _ = records.checkpoint_create(actor=actor, run_id=run.pk, agent_state={"step": 1})
+    state, _ = checkpoint_documents(checkpoint)
+    assert [(o["key"], o["status"]) for o in state["operations"]] == [(f"op-{n}", "attempted" if n == 5 else "planned") for n in range(7)]
+    body = agent.get(f"checkpoints/{checkpoint.pk}").json()
+    assert body["state"]["operations"] == state["operations"]
+    assert not any(sections.chunk_of(name) for name in body["state"])
+
+
+def test_the_export_joins_the_ledger_chunks(actor, alice, small_chunks):
+    from tests.test_export import export
+
+    _, run = started(actor)
+    for n in range(5):
+        plan(actor, run, n)
+    records.checkpoint_create(actor=actor, run_id=run.pk, agent_state={"step": 1})
+    data, _ = export(alice)
+    [mission] = data["missions"]
+    newest = max(mission["checkpoints"], key=lambda c: c["seq"])
+    assert [o["key"] for o in newest["state"]["operations"]] == [f"op-{n}" for n in range(5)]
+    assert not any(sections.chunk_of(name) for name in newest["state"])
+
+
+def test_the_incremental_document_equals_the_rebuild_with_small_chunks(alice, monkeypatch):
+    # The property test of issue 10, with chunks small enough for its short ledgers to span several.
+    monkeypatch.setattr(sections, "LEDGER_CHUNK", 2)
+    rebuild_property.test_the_current_document_is_always_the_full_rebuild(alice)
+
+
+def test_a_document_of_an_older_format_is_rebuilt_and_old_checkpoints_keep_their_hash(actor):
+    mission, run = started(actor)
+    plan(actor, run, 1)
+    # A mission as format 1 left it: its ledger one whole section, and a checkpoint holding that.
+    row = Mission.objects.get(pk=mission.pk)
+    refs = {name: sha for name, sha in row.state_refs.items() if not sections.chunk_of(name)}
+    document = sections.merged(savestate.state_document(row))
+    whole, contents = parts({"operations": document["operations"]})
+    old = checkpoint_write(
+        mission_id=mission.pk, run_id=run.pk, parent=None, seq=row.next_checkpoint_seq, trigger="agent", state=document,
+        agent_state={"step": 1},
+    )
+    Mission.objects.filter(pk=mission.pk).update(
+        state_refs={**refs, **whole}, state_pending={"operations": contents[whole["operations"]].decode()},
+        state_report={k: v for k, v in row.state_report.items() if k not in ("format", "ledger")},
+        head_checkpoint=old, next_checkpoint_seq=row.next_checkpoint_seq + 1,
+    )
+    old.refresh_from_db()
+    assert "operations" in old.state_refs and document_hash(old.state_refs, old.agent_state_refs) == old.hash
+    # The next change rebuilds the current document in this format; the old checkpoint is untouched.
+    plan(actor, run, 2)
+    current = Mission.objects.get(pk=mission.pk)
+    assert current.state_report["format"] == sections.FORMAT
+    assert "operations" not in current.state_refs and current_refs(mission) == full_refs(mission)
+    again = Checkpoint.objects.get(pk=old.pk)
+    assert again.state_refs == old.state_refs and document_hash(again.state_refs, again.agent_state_refs) == again.hash
+    state, _ = checkpoint_documents(again)
+    assert [o["key"] for o in state["operations"]] == ["op-1"]
+    newer, _ = records.checkpoint_create(actor=actor, run_id=run.pk, agent_state={"step": 2})
+    assert chunk_names(newer.state_refs) and document_hash(newer.state_refs, newer.agent_state_refs) == newer.hash
+
+
+def test_the_serialisers_give_the_bytes_format_1_gave(actor):
+    """Format 2 changed the ledger's layout, not what an item holds: each item is what the API's
+    schemas of format 1's time dumped (without times), so no other section's hash moved."""
+    times = {"created_at", "updated_at", "reviewed_at", "decided_at"}
+    mission, run = started(actor)
+    op = plan(actor, run, 1)
+    operations.operation_attempt(actor=actor, operation_id=op.pk)
+    operations.operation_complete(actor=actor, operation_id=op.pk, external_id="X", external_status="ok", receipt={"p": [1, 2]})
+    approvals.milestone_claim(actor=actor, run_id=run.pk, kind="research_complete", title="Found it", gate=False)
+    approvals.approval_request(actor=actor, run_id=run.pk, action="send", payload={"to": "x"}, reason="check")
+    row = Operation.objects.get(pk=op.pk)
+    assert sections.operation_item(savestate.ledger_row(row)) == dump(OperationOut, row, exclude=times)
+    for model, schema, section in ((Approval, ApprovalOut, "approvals"), (Milestone, MilestoneOut, "milestones")):
+        [obj] = model.objects.filter(mission=mission)
+        [values] = model.objects.filter(pk=obj.pk).values(*sections.COLUMNS[section])
+        assert json.dumps(sections.ITEMS[section](values), sort_keys=True) == json.dumps(dump(schema, obj, exclude=times), sort_keys=True)
+    current = Mission.objects.get(pk=mission.pk)
+    assert sections.mission_item(current) == dump(MissionSummaryOut, current, exclude={"id"})
+
+
+def test_a_chunk_only_the_current_document_refers_to_is_never_collected(actor, small_chunks):
+    from checkpoints.pruning import blobs_collect_garbage
+
+    mission, run = started(actor)
+    for n in range(4):
+        plan(actor, run, n)
+    refs = Mission.objects.get(pk=mission.pk).state_refs
+    chunk_blobs = {refs[name] for name in chunk_names(refs)}
+    assert not Checkpoint.objects.filter(mission=mission).exists()
+    assert blobs_collect_garbage(chunk_blobs) == 0
+    assert Blob.objects.filter(sha256__in=chunk_blobs).count() == len(chunk_blobs)
+
+
+def test_every_kind_of_change_names_sections_the_services_keep():
+    for change, touched in sections.CHANGES.items():
+        assert set(touched) <= set(savestate.SECTIONS), change
+    with pytest.raises(KeyError):
+        sections.touched("something.undeclared")
+
+
+def test_a_decision_reads_again_only_the_sections_it_touches(actor):
+    """A person's decision changes the approvals section: the ledger is not read again, however
+    long it is (it was, with every section, before the changes were declared)."""
+    mission, run = started(actor)
+    for n in range(3):
+        plan(actor, run, n)
+    approval, _ = approvals.approval_request(actor=actor, run_id=run.pk, action="send", payload={}, reason="check")
+    with CaptureQueriesContext(connection) as captured:
+        approvals.approval_decide(actor=actor, approval_id=approval.pk, decision="approve")
+    sent = "\n".join(q["sql"] for q in captured.captured_queries)
+    assert 'FROM "checkpoints_operation"' not in sent
+    assert current_refs(mission) == full_refs(mission)
