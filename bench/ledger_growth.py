@@ -5,10 +5,11 @@ times its `complete` through the service."""
 import uuid
 
 import common
+from rounds import ISSUE_20, rounds, show
+
 from checkpoints.models import Operation
 from quests.services import missions, operations, runs
 from quests.services.savestate import state_rebuild
-from rounds import ISSUE_20, rounds, show
 
 SMALL, LARGE = 10, 1_000
 

@@ -12,7 +12,6 @@ from notifications.models import EventKind, Notification
 from quests.models import Approval, ApprovalStatus, Milestone, Mission, MissionStatus
 
 
-
 def approvals_expiring(now: datetime | None = None) -> int:
     """`approval.expiring` for each pending approval whose respond-by time is within
     QUESTLOG_APPROVAL_EXPIRING_BEFORE; once per approval (its dedupe key), however often it runs."""

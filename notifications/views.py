@@ -9,7 +9,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
 
-from notifications import services, sending
+from notifications import sending, services
 from notifications.models import EventKind, Format, Mode
 from quests.services.audit import Actor
 from quests.services.errors import ServiceError

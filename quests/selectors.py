@@ -12,17 +12,34 @@ from django.db.models import Count, Max, QuerySet
 from django.template.defaultfilters import pluralize
 
 from quests.models import Milestone, Mission, MissionStatus, ReviewStatus
+from quests.selectors_common import search_missions
+
+# The mission page's read side lives in its own module; its names stay reachable from here.
+from quests.selectors_mission import (  # noqa: F401
+    CHECKPOINT_LIST_FIELDS,
+    HistoryWindow,
+    MissionPage,
+    TimelineEntry,
+    mission_page,
+    timeline,
+)
+from quests.selectors_people import (  # noqa: F401
+    INBOX_KINDS,
+    TOKENS_PAGE_SIZE,
+    InboxFilter,
+    InboxItem,
+    inbox,
+    inbox_quests,
+    recent_decisions,
+    token_mission_choices,
+    token_missions,
+    tokens,
+)
 from quests.services import machine
 from quests.services.access import visible
 from quests.services.audit import Actor
 from quests.services.bundle import pending_annotations, pending_of
-from quests.selectors_common import search_missions
-from quests.selectors_people import INBOX_KINDS, TOKENS_PAGE_SIZE, InboxFilter, InboxItem, inbox, inbox_quests, recent_decisions, token_mission_choices, token_missions, tokens  # noqa: F401
 from quests.templatetags.questlog import milestone_kind
-# The mission page's read side lives in its own module; its names stay reachable from here.
-from quests.selectors_mission import (  # noqa: F401
-    CHECKPOINT_LIST_FIELDS, HistoryWindow, MissionPage, TimelineEntry, mission_page, timeline,
-)
 
 
 class NextStep(TypedDict):

@@ -14,11 +14,20 @@ from django.db.models.functions import Coalesce
 from checkpoints.models import BRANCH_POINTS, Checkpoint, Record, Trigger
 from quests.checkpoint_tree import TREE_REACH, CheckpointTree, HistoryShape, Overview, branch_runs, checkpoint_tree, overview
 from quests.models import (
-    Approval, ApprovalStatus, AuditEvent, Constraint, Milestone, Mission, MissionStatus, ReviewStatus, Run, StandingDecision,
+    Approval,
+    ApprovalStatus,
+    AuditEvent,
+    Constraint,
+    Milestone,
+    Mission,
+    MissionStatus,
+    ReviewStatus,
+    Run,
+    StandingDecision,
 )
-from quests.services import machine
 from quests.selectors_common import HEAVY_CHECKPOINT_FIELDS, newest_per_group
 from quests.selectors_ledger import LedgerWindow, ledger_window
+from quests.services import machine
 from quests.services.bundle import resume_summary
 from quests.waiting import AWAITING_REVIEW
 

@@ -176,8 +176,8 @@ def on_not_found(request: HttpRequest, exc: Http404) -> HttpResponse:
     return error_response(404, "not_found", "Nothing with that id here.")
 
 
-from quests.api import agent, graph, people  # noqa: E402  (routers register on `api`)
 from notifications.api import router as webhooks_router  # noqa: E402  (the notifications app's people API)
+from quests.api import agent, graph, people  # noqa: E402  (routers register on `api`)
 
 api.add_router("", agent.router)
 api.add_router("", people.router)

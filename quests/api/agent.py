@@ -9,13 +9,38 @@ from checkpoints.services import checkpoint_documents
 from quests.api.auth import actor
 from quests.api.responses import ACT, BODY, READ, answers, created_or_replayed
 from quests.api.schemas import (
-    ApprovalBatchIn, ApprovalIn, CheckpointIn, CompleteIn, ConstraintIn, FailIn, MemoryProposalIn, MilestoneIn, MissionIn,
-    ObserveIn, OperationIn, RecordIn, RunIn, StopIn,
+    ApprovalBatchIn,
+    ApprovalIn,
+    CheckpointIn,
+    CompleteIn,
+    ConstraintIn,
+    FailIn,
+    MemoryProposalIn,
+    MilestoneIn,
+    MissionIn,
+    ObserveIn,
+    OperationIn,
+    RecordIn,
+    RunIn,
+    StopIn,
 )
 from quests.models import Mission
 from quests.schemas import (
-    ApprovalList, ApprovalOut, CheckpointDetailOut, CheckpointList, CheckpointOut, ConstraintOut, MemoryItemList,
-    MemoryProposalOut, MilestoneOut, MissionList, MissionOut, OperationOut, RecordOut, ResumeBundleOut, RunOut,
+    ApprovalList,
+    ApprovalOut,
+    CheckpointDetailOut,
+    CheckpointList,
+    CheckpointOut,
+    ConstraintOut,
+    MemoryItemList,
+    MemoryProposalOut,
+    MilestoneOut,
+    MissionList,
+    MissionOut,
+    OperationOut,
+    RecordOut,
+    ResumeBundleOut,
+    RunOut,
     RunStartOut,
 )
 from quests.services import approvals, memory, missions, operations, records, runs

@@ -8,11 +8,10 @@ from django.http import HttpRequest
 from ninja import Query, Router, Schema, Status
 from pydantic import AfterValidator, Field, StringConstraints, WithJsonSchema
 
-from quests import limits
+from quests import limits, storable
 from quests.api.auth import actor
 from quests.api.responses import ACT, BODY, READ, answers
-from quests import storable
-from quests.api.schemas import JSON_QUERY_MARKER, STORABLE, In, Int, JsonObject, JSON_VALUE_MARKER, StorableJson
+from quests.api.schemas import JSON_QUERY_MARKER, JSON_VALUE_MARKER, STORABLE, In, Int, JsonObject, StorableJson
 from quests.schemas import ApprovalOut, RunOut
 from quests.services import graph, graph_history, graph_reads, graph_threads
 from quests.services.errors import InvalidInput

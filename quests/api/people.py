@@ -7,7 +7,14 @@ from quests.api.auth import actor
 from quests.api.responses import ACT, BODY, answers
 from quests.api.schemas import DecisionIn, MemoryDecisionIn, RestoreIn, ReviewIn
 from quests.schemas import (
-    ApprovalOut, ConstraintOut, ForgetOut, MemoryProposalOut, MilestoneOut, MissionOut, RestoreOut, StandingDecisionOut,
+    ApprovalOut,
+    ConstraintOut,
+    ForgetOut,
+    MemoryProposalOut,
+    MilestoneOut,
+    MissionOut,
+    RestoreOut,
+    StandingDecisionOut,
 )
 from quests.services import approvals, memory, missions, standing
 

@@ -5,7 +5,7 @@ integers (never "3" or 3.0), and a free-form object's keys and values held to th
 (quests.storable), nesting at most quests.limits.JSON_DEPTH_MAX levels."""
 
 import re
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
 from ninja import Schema
@@ -119,7 +119,7 @@ def _in_utc(value: datetime) -> datetime:
     # PostgreSQL keeps offsets only up to ±15:59 while RFC 3339 allows ±23:59: the moment is the
     # same in UTC, and nothing else reads the offset it came with.
     try:
-        return value.astimezone(timezone.utc)
+        return value.astimezone(UTC)
     except OverflowError:
         raise ValueError("Input should be a date-time between the years 1 and 9999 in UTC") from None
 

@@ -20,8 +20,8 @@ from django.views.decorators.vary import vary_on_headers
 from checkpoints.models import PurgeLog, RetentionPolicy
 from quests.models import MemoryItem, MemoryProposal, Mission
 from quests.retention.forms import HoldForm, MemoryDecisionForm, PurgeForm, StaffPolicyForm
-from quests.retention.services.expiry import expiring_soon, retention_keep, retention_withdraw
 from quests.retention.services import export
+from quests.retention.services.expiry import expiring_soon, retention_keep, retention_withdraw
 from quests.retention.services.holds import active_holds, hold_place, hold_release
 from quests.retention.services.policy import POLICY_FIELDS, policy_history, require_staff, retention_policy_update
 from quests.retention.services.purge import retention_delete_now, retention_purge
@@ -37,7 +37,7 @@ def _attempt(request: HttpRequest, do: Callable[[], Any], *, done: str) -> bool:
     try:
         do()
     except NotFound as exc:
-        raise Http404(exc.message)
+        raise Http404(exc.message) from None
     except ServiceError as exc:
         messages.error(request, exc.message)
         return False
@@ -170,7 +170,7 @@ def staff_only(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]
         try:
             require_staff(actor(request))
         except NotFound:
-            raise Http404("No such page.")
+            raise Http404("No such page.") from None
         return view(request, *args, **kwargs)
 
     return wrapper

@@ -17,9 +17,20 @@ from checkpoints.roundtrip import one_round_trip
 from checkpoints.services import checkpoint_agent_state
 from quests.models import Approval, ApprovalStatus, Constraint, Milestone, Mission, Run, StandingDecision
 from quests.schemas import (
-    ApprovalSummaryOut, BundleCheckpointOut, CheckpointRefOut, ConstraintSummaryOut, MemoryEntryOut,
-    MilestoneSummaryOut, MissionSummaryOut, OperationGroupsOut, OperationOut, RecordOut, ResumeBundleOut,
-    StandingDecisionOut, construct, construct_all,
+    ApprovalSummaryOut,
+    BundleCheckpointOut,
+    CheckpointRefOut,
+    ConstraintSummaryOut,
+    MemoryEntryOut,
+    MilestoneSummaryOut,
+    MissionSummaryOut,
+    OperationGroupsOut,
+    OperationOut,
+    RecordOut,
+    ResumeBundleOut,
+    StandingDecisionOut,
+    construct,
+    construct_all,
 )
 from quests.services import machine
 from quests.services.access import visible

@@ -21,10 +21,10 @@ from checkpoints.pruning import blob_writers_guard_expression
 from checkpoints.services import canonical_json, sha256_hex
 from quests.models import ApprovalStatus, GraphThread, Mission, MissionStatus, Run
 from quests.services import approvals, machine, missions, runs, savestate
-from quests.services.locking import named_now
 from quests.services.access import visible
 from quests.services.audit import Actor
 from quests.services.errors import Conflict, InvalidInput, NotFound, ServiceError, mission_not_startable
+from quests.services.locking import named_now
 
 SESSION_AGENT = "langgraph"
 # What a save may find the mission doing, besides running or ready to run: after an interrupt the

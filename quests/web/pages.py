@@ -71,7 +71,7 @@ def get_or_404(request: HttpRequest, model: type[M], pk: int) -> M:
     try:
         return get_for(actor(request), model, pk)
     except NotFound:
-        raise Http404(f"No {model._meta.verbose_name} with id {pk}.")
+        raise Http404(f"No {model._meta.verbose_name} with id {pk}.") from None
 
 
 # Larger numbers are no checkpoint's number or id (and would overflow the database's integers).
@@ -199,7 +199,7 @@ def act(request: HttpRequest, *, origin: str, target: tuple[str, Any], form=None
         try:
             do()
         except NotFound:
-            raise Http404("Nothing with that id here.")
+            raise Http404("Nothing with that id here.") from None
         except ServiceError as exc:
             problem = Problem(target, exc.message, request.POST.dict())
     return answer(request, _origin(request, origin), problem)

@@ -6,7 +6,6 @@ from django.conf import settings
 from django.core.management.base import BaseCommand
 
 from config.celery import app
-
 from quests.services.snapshots import snapshots_status
 
 # The queues a plain worker consumes (config/settings.py declares them).

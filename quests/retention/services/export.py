@@ -11,11 +11,20 @@ from django.utils import timezone
 from checkpoints.models import Checkpoint, Operation, Record
 from checkpoints.services import blobs_get
 from quests.jsonstream import RawJson, iter_json
-from quests.schemas import (
-    ApprovalOut, CheckpointOut, ConstraintOut, MemoryItemOut, MemoryProposalOut, MilestoneOut, MissionOut, OperationOut,
-    RecordOut, RunOut, dump,
-)
 from quests.models import AgentToken, AuditEvent, MemoryItem, MemoryProposal, Mission
+from quests.schemas import (
+    ApprovalOut,
+    CheckpointOut,
+    ConstraintOut,
+    MemoryItemOut,
+    MemoryProposalOut,
+    MilestoneOut,
+    MissionOut,
+    OperationOut,
+    RecordOut,
+    RunOut,
+    dump,
+)
 from quests.services.access import require_person
 from quests.services.audit import Actor
 
