@@ -2,7 +2,7 @@
 are LangGraph's own strings (any text, slashes included), so they travel in bodies and query
 strings rather than in paths."""
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 from django.http import HttpRequest
 from ninja import Query, Router, Schema, Status
@@ -30,7 +30,7 @@ JsonValue = Annotated[Any, StorableJson, WithJsonSchema(JSON_VALUE_MARKER)]
 def _bounded(ge: int, le: int) -> Any:
     # The bounds first, then Int's own rules: pydantic then writes them as `minimum`/`maximum`
     # in the document (after them, it would not).
-    return Annotated[int, Field(ge=ge, le=le), *Int.__metadata__]
+    return Annotated[int, Field(ge=ge, le=le), *get_args(Int)[1:]]
 
 
 Index = _bounded(-1000, 1_000_000)

@@ -131,7 +131,7 @@ Bool = Annotated[bool, Strict()]
 
 
 # Fields a body does not name are ignored, but the parser holds their text to the same rule.
-ANY_OTHER_FIELDS = {"propertyNames": {"pattern": STORABLE}, "additionalProperties": JSON_VALUE_MARKER}
+ANY_OTHER_FIELDS: dict[str, Any] = {"propertyNames": {"pattern": STORABLE}, "additionalProperties": JSON_VALUE_MARKER}
 
 
 def required_when(field: str, value: str, then: dict[str, Any]) -> dict[str, Any]:
@@ -149,7 +149,7 @@ class In(Schema):
 
 
 class PlannedMilestoneIn(In):
-    kind: Literal[tuple(MilestoneKind.values)]  # type: ignore[valid-type]
+    kind: Literal[tuple(MilestoneKind.values)]
     title: Annotated[str, StringConstraints(min_length=1, max_length=limits.PLANNED_MILESTONE_TITLE, pattern=STORABLE)]
 
 
@@ -235,7 +235,7 @@ class ApprovalBatchIn(In):
 
 
 class MilestoneIn(In):
-    kind: Literal[tuple(MilestoneKind.values)]  # type: ignore[valid-type]
+    kind: Literal[tuple(MilestoneKind.values)]
     title: text(max_length=limits.MILESTONE_TITLE)
     summary: text(blank=True) = ""
     evidence: at_most(Int, limits.MILESTONE_EVIDENCE_MAX) | None = None
