@@ -5,8 +5,8 @@ count of the rest, and an overview of the whole history in a fixed number of buc
 fixed number of queries returning a bounded number of rows, whatever the number of checkpoints,
 runs, approvals or milestones."""
 
-from dataclasses import dataclass, field
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from django.db.models import Case, OuterRef, Q, Subquery, Value, When

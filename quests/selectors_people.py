@@ -3,9 +3,9 @@ agent tokens. Each page costs the same few queries whatever the number of missio
 or tokens: the inbox slices its page in SQL out of one union of what waits, the token form searches
 missions rather than listing them all."""
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from collections.abc import Sequence
 from typing import Any
 
 from django.conf import settings

@@ -27,6 +27,7 @@ from quests.retention.services.policy import POLICY_FIELDS, policy_history, requ
 from quests.retention.services.purge import retention_delete_now, retention_purge
 from quests.services import memory
 from quests.services.errors import InvalidInput, NotFound, ServiceError
+from quests.web import HtmxHttpRequest
 from quests.web.pages import act, actor, get_or_404, mission_url, render_page
 
 PURGE_LOG_ROWS = 25
@@ -62,7 +63,7 @@ def _memory_context(request: HttpRequest, *, with_messages: bool = False) -> dic
     }
 
 
-def _memory_answer(request: HttpRequest) -> HttpResponse:
+def _memory_answer(request: HtmxHttpRequest) -> HttpResponse:
     if request.htmx:
         return render_page(request, MEMORY_TEMPLATE, _memory_context(request, with_messages=True), fragments=MEMORY_FRAGMENTS)
     return redirect("retention:memory")
@@ -71,27 +72,27 @@ def _memory_answer(request: HttpRequest) -> HttpResponse:
 @login_required
 @vary_on_headers("HX-Request")
 @require_GET
-def memory_page(request: HttpRequest) -> HttpResponse:
+def memory_page(request: HtmxHttpRequest) -> HttpResponse:
     return render_page(request, MEMORY_TEMPLATE, _memory_context(request), fragments=MEMORY_FRAGMENTS)
 
 
 @login_required
 @require_POST
-def memory_forget(request: HttpRequest, pk: int) -> HttpResponse:
+def memory_forget(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     _attempt(request, lambda: memory.memory_forget(actor=actor(request), item_id=pk), done="Forgotten: Questlog no longer remembers it.")
     return _memory_answer(request)
 
 
 @login_required
 @require_POST
-def memory_renew(request: HttpRequest, pk: int) -> HttpResponse:
+def memory_renew(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     _attempt(request, lambda: memory.memory_renew(actor=actor(request), item_id=pk), done="Kept for another year.")
     return _memory_answer(request)
 
 
 @login_required
 @require_POST
-def memory_decide(request: HttpRequest, pk: int) -> HttpResponse:
+def memory_decide(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     form = MemoryDecisionForm(request.POST)
     if not form.is_valid():
         messages.error(request, "Choose Remember or Don't remember.")
@@ -123,7 +124,7 @@ def _retention_url(pk: int) -> str:
     return mission_url(pk) + "#retention"
 
 
-def _keep_choice(request: HttpRequest, pk: int, do: Callable[[], Any], *, done: str) -> HttpResponse:
+def _keep_choice(request: HtmxHttpRequest, pk: int, do: Callable[[], Any], *, done: str) -> HttpResponse:
     """htmx swaps the mission page's body (the panel is in it); a plain POST goes back to the panel."""
     if request.htmx:
         return act(request, origin=mission_url(pk), target=("retention", pk), do=do)
@@ -133,7 +134,7 @@ def _keep_choice(request: HttpRequest, pk: int, do: Callable[[], Any], *, done: 
 
 @login_required
 @require_POST
-def mission_keep(request: HttpRequest, pk: int) -> HttpResponse:
+def mission_keep(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     return _keep_choice(
         request, pk, lambda: retention_keep(actor=actor(request), mission_id=pk), done="This quest's history will be kept.",
     )
@@ -141,7 +142,7 @@ def mission_keep(request: HttpRequest, pk: int) -> HttpResponse:
 
 @login_required
 @require_POST
-def mission_withdraw(request: HttpRequest, pk: int) -> HttpResponse:
+def mission_withdraw(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     return _keep_choice(
         request, pk, lambda: retention_withdraw(actor=actor(request), mission_id=pk),
         done="No longer kept: its working state expires like any other quest's.",

@@ -22,6 +22,7 @@ from quests.forms import first_error
 from quests.services.access import get_for
 from quests.services.audit import Actor
 from quests.services.errors import NotFound, ServiceError
+from quests.web import HtmxHttpRequest
 
 M = TypeVar("M", bound=Model)
 SEARCH_MAX = 200
@@ -94,7 +95,7 @@ def _with_inbox_count(request: HttpRequest, html: str, counted: int | None = Non
     return html + render_to_string("quests/_inbox_count.html", inbox_badge(request.user, oob=True, counted=counted))
 
 
-def render_page(request: HttpRequest, template: str, context: dict[str, Any], *, fragments: set[str] | frozenset[str], status: int = 200) -> HttpResponse:
+def render_page(request: HtmxHttpRequest, template: str, context: dict[str, Any], *, fragments: set[str] | frozenset[str], status: int = 200) -> HttpResponse:
     """The full page, or the fragment an htmx request targets (`page.html#fragment`)."""
     target = request.htmx.target if request.htmx else None
     if target in fragments:
@@ -131,7 +132,7 @@ def _as_seen_at(request: HttpRequest, origin: str) -> HttpRequest:
     return seen
 
 
-def answer(request: HttpRequest, origin: str, problem: Problem | None) -> HttpResponse:
+def answer(request: HtmxHttpRequest, origin: str, problem: Problem | None) -> HttpResponse:
     """After an action: re-render the page it came from (the targeted fragment for htmx, the whole
     page when there is a form error) or redirect back to it."""
     match = resolve(urlsplit(origin).path)
@@ -190,7 +191,7 @@ def unsent_problem(request: HttpRequest) -> Problem | None:
     return Problem(target, message, values, unsent=True)
 
 
-def act(request: HttpRequest, *, origin: str, target: tuple[str, Any], form=None, do: Callable[[], Any]) -> HttpResponse:
+def act(request: HtmxHttpRequest, *, origin: str, target: tuple[str, Any], form=None, do: Callable[[], Any]) -> HttpResponse:
     """Validate the form, call the service, answer on the page the action came from."""
     problem = None
     if form is not None and not form.is_valid():
