@@ -27,12 +27,12 @@ _MISSION_PATH: dict[type[Model], str] = {
 
 def visible(actor: Actor, model: type[M]) -> QuerySet[M]:
     if actor.user is None:
-        return model.objects.none()
+        return model._default_manager.none()
     if model is MemoryItem:
-        return model.objects.filter(owner=actor.user)
+        return model._default_manager.filter(owner=actor.user)
     path = _MISSION_PATH[model]
     prefix = f"{path}__" if path else ""
-    qs = model.objects.filter(**{f"{prefix}owner": actor.user})
+    qs = model._default_manager.filter(**{f"{prefix}owner": actor.user})
     if actor.token is not None and actor.token.mission_id is not None:
         qs = qs.filter(**{f"{prefix}pk" if not path else f"{path}_id": actor.token.mission_id})
     return qs

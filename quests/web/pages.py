@@ -98,7 +98,7 @@ def _with_inbox_count(request: HttpRequest, html: str, counted: int | None = Non
 def render_page(request: HtmxHttpRequest, template: str, context: dict[str, Any], *, fragments: set[str] | frozenset[str], status: int = 200) -> HttpResponse:
     """The full page, or the fragment an htmx request targets (`page.html#fragment`)."""
     target = request.htmx.target if request.htmx else None
-    if target in fragments:
+    if target is not None and target in fragments:
         html = render_to_string(f"{template}#{target.replace('-', '_')}", context, request)
         return HttpResponse(_with_inbox_count(request, html, context.get("inbox_count")), status=status)
     return render(request, template, context, status=status)
@@ -136,7 +136,7 @@ def answer(request: HtmxHttpRequest, origin: str, problem: Problem | None) -> Ht
     """After an action: re-render the page it came from (the targeted fragment for htmx, the whole
     page when there is a form error) or redirect back to it."""
     match = resolve(urlsplit(origin).path)
-    target_page = PAGES[match.url_name]
+    target_page = PAGES[match.url_name or ""]  # every page is named
     status = 422 if problem else 200
     if request.htmx and request.htmx.target not in target_page.fragments:
         return HttpResponseClientRefresh()
@@ -184,7 +184,7 @@ def unsent_problem(request: HttpRequest) -> Problem | None:
         match = resolve(str(kept.get("path") or ""))
     except Resolver404:
         return None
-    target = UNSENT_TARGETS.get(match.url_name, lambda kw: ("unsent", None))(match.kwargs)
+    target = UNSENT_TARGETS.get(match.url_name or "", lambda kw: ("unsent", None))(match.kwargs)
     pressed = BUTTONS.get(values.get("decision") or values.get("action") or "")
     what = f"your “{pressed}”" if pressed else "what you sent"
     message = f"You had been logged out, so {what} was not applied and nothing changed. It is shown again here: send it once more if you still want it."
