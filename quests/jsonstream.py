@@ -74,7 +74,7 @@ def _pieces(value: Any, indent: int, default: Callable[[Any], Any]) -> Iterator[
         # The next value to write, after the separators before it and the brackets closed before.
         while stack:
             frame = stack[-1]
-            item = next(frame[0], _END)
+            item: Any = next(frame[0], _END)
             if item is _END:
                 stack.pop()
                 yield (_newline(len(stack), indent) if not frame[3] else "") + frame[1]

@@ -157,7 +157,7 @@ def _by_status(missions: QuerySet[Mission]) -> dict[str, dict[str, Any]]:
     is not summed here: it changes with every checkpoint, and an index carrying it would turn each
     checkpoint's update of its mission into a non-HOT one."""
     rows = missions.values("status").annotate(n=Count("*"), u=Max("updated_at")).order_by()
-    return {row["status"]: row for row in rows}
+    return {row["status"]: dict(row) for row in rows}
 
 
 def _version(matched: dict[str, dict[str, Any]], page_versions: Iterable[int]) -> str:
@@ -169,7 +169,7 @@ def _version(matched: dict[str, dict[str, Any]], page_versions: Iterable[int]) -
     return f"{counts}.{latest.timestamp() if latest else 0}.{sum(page_versions)}"
 
 
-def _page_of(missions: QuerySet[Mission], counts: dict[str, int], status: str | None, page: Any) -> Page:
+def _page_of(missions: QuerySet[Mission, Any], counts: dict[str, int], status: str | None, page: Any) -> Page:
     paginator = Paginator(missions, BOARD_PAGE_SIZE)
     # The counts per status already say how many quests the page walks through: no second count.
     paginator.count = counts.get(status, 0) if status else sum(counts.values())

@@ -151,7 +151,7 @@ def _field_path(loc: tuple[Any, ...]) -> list[str]:
     # ninja's location starts with where the value came from and, for a body, the view's
     # parameter that holds it: ("body", "body", "payload", …), ("query", "limit"). Only what
     # follows is the client's field (which may itself be called "payload").
-    skip = {"body": 2, "query": 1, "path": 1}.get(loc[0] if loc else None, 0)
+    skip = {"body": 2, "query": 1, "path": 1}.get(loc[0] if loc else "", 0)
     return [str(part) for part in loc[skip:]]
 
 

@@ -119,7 +119,8 @@ def list_checkpoints(request: HttpRequest, mission_id: int, page: Query[Checkpoi
 @router.get("/checkpoints/{int:checkpoint_id}", response=answers(CheckpointDetailOut, *READ, 404))
 def get_checkpoint(request: HttpRequest, checkpoint_id: int):
     checkpoint = get_for(actor(request), Checkpoint, checkpoint_id)
-    checkpoint.state, checkpoint.agent_state = checkpoint_documents(checkpoint)
+    # CheckpointDetailOut reads both documents as attributes of the row.
+    checkpoint.state, checkpoint.agent_state = checkpoint_documents(checkpoint)  # type: ignore[attr-defined]
     return checkpoint
 
 

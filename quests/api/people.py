@@ -55,7 +55,7 @@ def cancel(request: HttpRequest, mission_id: int):
 @router.post("/missions/{int:mission_id}/restore", response=answers(RestoreOut, *DECIDE))
 def restore(request: HttpRequest, mission_id: int, body: RestoreIn):
     mission, checkpoint = missions.mission_restore(actor=actor(request), mission_id=mission_id, checkpoint_id=body.checkpoint_id)
-    mission.checkpoint = checkpoint
+    mission.checkpoint = checkpoint  # type: ignore[attr-defined]  # RestoreOut reads it beside the mission's fields
     return mission
 
 

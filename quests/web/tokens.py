@@ -60,7 +60,7 @@ def mcp_host_configs(request: HttpRequest, token: str) -> dict[str, str]:
     with the bearer header, or the `questlog-mcp` command with its environment. JSON written by
     json.dumps, so that any URL or token is quoted correctly."""
     base = request.build_absolute_uri("/").rstrip("/")
-    http = {"type": "http", "url": request.build_absolute_uri(reverse("mcp")), "headers": {"Authorization": f"Bearer {token}"}}
+    http: dict[str, Any] = {"type": "http", "url": request.build_absolute_uri(reverse("mcp")), "headers": {"Authorization": f"Bearer {token}"}}
     stdio = {"command": "questlog-mcp", "env": {"QUESTLOG_URL": base, "QUESTLOG_TOKEN": token}}
     return {
         "mcp_url": http["url"],

@@ -5,7 +5,7 @@ from collections.abc import Callable, Iterator
 from itertools import batched
 from typing import Any
 
-from django.db.models import Model, QuerySet
+from django.db.models import QuerySet
 from django.utils import timezone
 
 from checkpoints.models import Checkpoint, Operation, Record
@@ -77,7 +77,8 @@ def _iso(value: Any) -> str | None:
     return value.isoformat() if value else None
 
 
-def _lifecycle(obj: Model, data: dict[str, Any]) -> dict[str, Any]:
+def _lifecycle(obj: Any, data: dict[str, Any]) -> dict[str, Any]:
+    """`data` with the lifecycle fields every kept row has (memory items, proposals, ...)."""
     return {
         **data,
         "lifecycle": {
