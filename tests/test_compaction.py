@@ -4,9 +4,7 @@ decisions, constraints, approvals, open questions, blockers and dependencies nev
 
 import pytest
 from django.test import override_settings
-from hypothesis import HealthCheck, given
-from hypothesis import settings as hsettings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings as hsettings, strategies as st
 
 from checkpoints.compaction import PINNED_KINDS, preview
 from checkpoints.models import Blob, Record, RecordKind

@@ -20,9 +20,7 @@ from django.contrib.auth import get_user_model
 from django.db.models import Count
 from django.test import Client
 from django.utils import timezone
-from hypothesis import HealthCheck, given
-from hypothesis import settings as hsettings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings as hsettings, strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule, run_state_machine_as_test
 
 from checkpoints.models import Blob, Checkpoint, Operation, Record

@@ -11,9 +11,7 @@ from datetime import timedelta
 import pytest
 from django.contrib.auth import get_user_model
 from django.utils import timezone
-from hypothesis import HealthCheck
-from hypothesis import settings as hsettings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, settings as hsettings, strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule, run_state_machine_as_test
 
 from checkpoints.models import Checkpoint, Operation

@@ -9,9 +9,7 @@ from the tables, and that every checkpoint written holds the rebuilt document an
 
 import pytest
 from django.test import override_settings
-from hypothesis import HealthCheck, given
-from hypothesis import settings as hsettings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings as hsettings, strategies as st
 
 from checkpoints import services as storage
 from checkpoints.models import Checkpoint, Operation, Record, SnapshotRequest

@@ -8,9 +8,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from django.db import connection, transaction
 from django.utils import timezone
-from hypothesis import given
-from hypothesis import settings as hsettings
-from hypothesis import strategies as st
+from hypothesis import given, settings as hsettings, strategies as st
 
 from checkpoints import pruning
 from checkpoints.models import Blob, Checkpoint, Record, RetentionPolicy, Trigger

@@ -6,8 +6,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from quests.models import AuditEvent, Mission
-from quests.models import MissionStatus as S
+from quests.models import AuditEvent, Mission, MissionStatus as S
 from quests.services import approvals, machine, missions, operations, runs
 from quests.services.audit import Actor
 from quests.services.bundle import resume_bundle

@@ -5,21 +5,16 @@ milestones. Every change writes its audit event."""
 
 import pytest
 
-from checkpoints.models import Operation, Record
-from checkpoints.models import OperationStatus as O
+from checkpoints.models import Operation, OperationStatus as O, Record
 from quests.models import (
     Approval,
+    ApprovalStatus as A,
     AuditEvent,
     MemoryProposal,
     Milestone,
     Mission,
-    StopReason,
-)
-from quests.models import (
-    ApprovalStatus as A,
-)
-from quests.models import (
     ReviewStatus as R,
+    StopReason,
 )
 from quests.services import approvals, machine, memory, missions, operations, records, runs
 from quests.services.audit import Actor

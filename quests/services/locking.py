@@ -14,6 +14,7 @@ from quests.services.audit import Actor
 from quests.services.errors import NotFound, run_ended
 
 
+
 def lock_mission(mission_id: int) -> Mission:
     # Every change to a mission's save state holds its row lock: writes to one mission are
     # serialised, so sequence numbers, fencing checks and idempotency lookups never race.

@@ -11,27 +11,20 @@ from typing import Any
 from django.db.models import Model
 from django.utils import timezone
 
-from checkpoints.models import Operation
-from checkpoints.models import OperationStatus as O
+from checkpoints.models import Operation, OperationStatus as O
 from checkpoints.roundtrip import RoundTrip
 from notifications.events import notify_mission_moved
 from quests.models import (
     Approval,
+    ApprovalStatus as A,
     AuditEvent,
     MemoryProposal,
     Milestone,
     Mission,
+    MissionStatus as S,
+    ReviewStatus as R,
     Run,
     StopReason,
-)
-from quests.models import (
-    ApprovalStatus as A,
-)
-from quests.models import (
-    MissionStatus as S,
-)
-from quests.models import (
-    ReviewStatus as R,
 )
 from quests.retention.services.expiry import retention_mission_ended
 from quests.services.audit import Actor, audit, audit_event

@@ -8,8 +8,7 @@ from typing import Any
 from django.db import transaction
 from django.db.models import Count, OuterRef, Subquery
 
-from checkpoints.models import Operation, OperationEvent
-from checkpoints.models import OperationStatus as O
+from checkpoints.models import Operation, OperationEvent, OperationStatus as O
 from checkpoints.roundtrip import RoundTrip
 from checkpoints.services import canonical_json, sha256_hex
 from quests import limits

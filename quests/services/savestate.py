@@ -23,13 +23,12 @@ from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS
 from django.db.models import Count, Max, Q, QuerySet, Sum
 
-from checkpoints import compaction
-from checkpoints import services as storage
+from checkpoints import compaction, services as storage
 from checkpoints.models import Checkpoint, Operation, Record, RecordKind, Trigger
 from checkpoints.pruning import blob_writers_guard
 from checkpoints.roundtrip import RoundTrip, Selected
 from quests.engine import writes
-from quests.models import Approval, Constraint, Milestone, Mission, Run
+from quests.models import Approval, Constraint, Mission, Milestone, Run
 from quests.schemas import ApprovalOut, MilestoneOut, MissionSummaryOut, OperationOut, dump
 from quests.services.locking import named_now
 

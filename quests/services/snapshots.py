@@ -18,8 +18,8 @@ delays a snapshot and never loses one, and a message delivered twice does no har
 
 import logging
 import uuid
-from collections.abc import Iterable
 from datetime import datetime, timedelta
+from collections.abc import Iterable
 from typing import Any
 
 from celery import current_app
@@ -32,9 +32,9 @@ from checkpoints import pruning
 from checkpoints.models import Checkpoint, RetentionPolicy, SnapshotRequest, Trigger
 from quests.engine import writes
 from quests.models import Hold, Mission, Run
-from quests.services import savestate
 from quests.services.locking import lock_mission
 from quests.services.runs import stalled_runs
+from quests.services import savestate
 from quests.services.savestate import take_checkpoint_if_changed
 
 logger = logging.getLogger(__name__)

@@ -13,8 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from questlog_client.langgraph import QuestlogSaver
 from tests.langgraph.reference import ReferenceSaver, plain, plain_list
