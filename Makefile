@@ -4,7 +4,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 export QUESTLOG_DATA_DIR ?= $(CURDIR)/var
 
-.PHONY: install run serve test test-fast bench demo screenshots migrate worker beat clean
+.PHONY: install run serve test test-fast lint bench demo screenshots migrate worker beat clean
 
 NODE_STAMP := node_modules/.installed
 
@@ -44,6 +44,12 @@ TEST_DATABASE_URL ?= postgres://questlog:questlog@127.0.0.1:5432/questlog
 TEST_BROKER_URL ?= redis://127.0.0.1:6379/10
 TEST_WORKERS ?= 3
 PYTEST := DATABASE_URL=$(TEST_DATABASE_URL) CELERY_BROKER_URL=$(TEST_BROKER_URL) $(PY) -m pytest -p xdist -n $(TEST_WORKERS) --maxschedchunk 2
+
+# ruff (lint with isort, and the formatter's check) and mypy with django-stubs, as pyproject.toml configures them.
+lint: install
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
 
 test: install
 	@scripts/ensure-services

@@ -14,11 +14,11 @@ import common
 common.setup()
 
 from django.db import connection, transaction  # noqa: E402
+from rounds import rounds, show  # noqa: E402
 
 from quests.engine import runner, sql, writes  # noqa: E402
 from quests.services import missions, runs, savestate  # noqa: E402
 from quests.services.audit import Actor  # noqa: E402
-from rounds import rounds, show  # noqa: E402
 
 QUICK = os.environ.get("BENCH_QUICK") == "1"
 ROUNDS, SAMPLES = (2, 20) if QUICK else (6, 100)

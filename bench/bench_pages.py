@@ -44,14 +44,14 @@ from django.db import connection, transaction  # noqa: E402
 from django.test import Client  # noqa: E402
 from django.test.utils import CaptureQueriesContext  # noqa: E402
 from django.utils import timezone  # noqa: E402
+from rounds import rounds, timed  # noqa: E402
 
 from checkpoints.models import Checkpoint, Operation, OperationStatus  # noqa: E402
 from quests.models import Approval, Milestone, Mission, MissionStatus, ReviewStatus, Run  # noqa: E402
 from quests.services import missions, records, runs  # noqa: E402
-from quests.services.inbox import inbox_count  # noqa: E402
 from quests.services.audit import Actor  # noqa: E402
+from quests.services.inbox import inbox_count  # noqa: E402
 from quests.services.tokens import token_create  # noqa: E402
-from rounds import rounds, timed  # noqa: E402
 
 # Signing the two people in is not news.
 logging.getLogger("axes").setLevel(logging.WARNING)

@@ -65,7 +65,7 @@ class Agent:
                 say(kind, f"{kind} {i}: " + " ".join(common.WORDS[(i + j) % len(common.WORDS)] for j in range(25)))
         for i in range(20):
             say("note", f"note {i}: " + " ".join(common.WORDS[(i * 3 + j) % len(common.WORDS)] for j in range(30)))
-        for i in range(3):
+        for _ in range(3):
             say("tool_output", "search results " * 300)
         for i in range(8):
             op, _ = operations.operation_plan(

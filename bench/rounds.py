@@ -6,9 +6,8 @@ import statistics
 import time
 from collections.abc import Callable
 
-from langgraph.checkpoint.base import BaseCheckpointSaver, create_checkpoint, empty_checkpoint
-
 import common
+from langgraph.checkpoint.base import BaseCheckpointSaver, create_checkpoint, empty_checkpoint
 
 # Every benchmark thread's id starts so: the script removes them all before and after a run.
 THREAD_PREFIX = "bench-lg-"

@@ -16,9 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import httpx
-
 import common
+import httpx
 
 # Django's settings log at INFO, which would print a line per request httpx makes.
 logging.getLogger("httpx").setLevel(logging.WARNING)

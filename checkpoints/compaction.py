@@ -107,7 +107,7 @@ def summary(total: dict[str, int], kept: dict[str, int]) -> str:
     )
 
 
-def _size(n: int) -> str:
+def _size(n: float) -> str:
     for unit in ("B", "KB", "MB"):
         if n < 1024 or unit == "MB":
             return f"{n} {unit}" if unit == "B" else f"{n:.1f} {unit}"

@@ -13,11 +13,11 @@ server-side binding, which cannot take several statements) each statement is exe
 the same results, so code written against a `RoundTrip` behaves the same on every database."""
 
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, cast
 
 from django.core.exceptions import EmptyResultSet
 from django.db import DEFAULT_DB_ALIAS, connections
-from django.db.models import Model, QuerySet, sql
+from django.db.models import Field, Model, QuerySet, sql
 from django.db.models.constants import OnConflict
 
 
@@ -36,7 +36,8 @@ class Selected(Step):
     """`rows`: what evaluating the queryset would have given (model instances, dicts or tuples)."""
 
     def __init__(self, queryset: QuerySet, using: str) -> None:
-        self.queryset = queryset._chain()
+        # A copy, as the queryset's own methods make one (private API, not in the stubs).
+        self.queryset = queryset._chain()  # type: ignore[attr-defined]
         self.compiler = self.queryset.query.get_compiler(using=using)
         self.rows: list[Any] = []
         try:
@@ -93,7 +94,7 @@ class Updated(Step):
     """`count`: how many rows the update changed (a compare-and-set reads it)."""
 
     def __init__(self, queryset: QuerySet, values: dict[str, Any], using: str) -> None:
-        query = queryset.query.chain(sql.UpdateQuery)
+        query = cast(sql.UpdateQuery, queryset.query.chain(sql.UpdateQuery))
         query.add_update_values(values)
         try:
             statement = query.get_compiler(using=using).as_sql()
@@ -126,7 +127,8 @@ class RoundTrip:
     def save(self, obj: Model, update_fields: Iterable[str]) -> Updated:
         """`obj.save(update_fields=…)` in this round trip: each column gets the value save() would
         write (`pre_save`, so auto_now times included)."""
-        columns = [obj._meta.get_field(name) for name in dict.fromkeys(update_fields)]
+        # update_fields name concrete fields (save() refuses anything else).
+        columns = [cast(Field, obj._meta.get_field(name)) for name in dict.fromkeys(update_fields)]
         values = {f.attname: f.pre_save(obj, add=False) for f in columns}
         return self.update(type(obj)._default_manager.filter(pk=obj.pk), **values)
 

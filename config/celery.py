@@ -12,7 +12,7 @@ app.config_from_object("django.conf:settings", namespace="CELERY")
 # checks) around every task, as Django does around every request. Workers never use a psycopg
 # pool (config/database.py), and each forked child still drops the connections of its parent
 # (the fixup's worker_process_init handler).
-app.add_defaults({"CELERY_DB_REUSE_MAX": 1000})
+app.add_defaults({"CELERY_DB_REUSE_MAX": 1000})  # type: ignore[arg-type]  # celery takes a mapping too; the stubs list only a callable
 app.autodiscover_tasks()
 app.autodiscover_tasks(["quests.retention"])
 

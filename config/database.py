@@ -47,7 +47,7 @@ def is_schema_migration(argv: list[str]) -> bool:
     return len(argv) > 1 and Path(argv[0]).name == "manage.py" and argv[1] == "migrate"
 
 
-def database_settings(environ: Mapping[str, str], default_url: str, *, may_pool: bool, deadline: bool = True) -> dict:
+def database_settings(environ: Mapping[str, str], default_url: str, *, may_pool: bool, deadline: bool = True) -> dj_database_url.DBConfig:
     config = dj_database_url.parse(environ.get("DATABASE_URL") or default_url, conn_max_age=0)
     if config["ENGINE"] == "django.db.backends.sqlite3":
         # SQLite as the embedded default is set up for a web server and a worker writing at once:
@@ -92,6 +92,6 @@ def database_settings(environ: Mapping[str, str], default_url: str, *, may_pool:
     return config
 
 
-def default_database(environ: Mapping[str, str], default_url: str) -> dict:
+def default_database(environ: Mapping[str, str], default_url: str) -> dj_database_url.DBConfig:
     celery = is_celery_process(sys.argv)
     return database_settings(environ, default_url, may_pool=not celery, deadline=not (celery or is_schema_migration(sys.argv)))

@@ -46,7 +46,7 @@ def resolve(url: str) -> tuple[urllib.parse.SplitResult, Address]:
         found = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
     except (socket.gaierror, UnicodeError, OSError):
         raise Refused(f"The host name {host} does not resolve.", code="unresolvable") from None
-    addresses = [ipaddress.ip_address(info[4][0].split("%")[0]) for info in found]
+    addresses = [ipaddress.ip_address(str(info[4][0]).split("%")[0]) for info in found]
     if not settings.QUESTLOG_WEBHOOK_ALLOW_PRIVATE:
         # Every address the name has, not just the first: a client may try any of them.
         for address in addresses:

@@ -8,7 +8,6 @@ from django.http import HttpRequest
 from ninja import Router, Schema, Status
 
 from notifications import services
-
 from quests.api.auth import actor
 from quests.api.responses import ACT, BODY, READ, answers
 from quests.api.schemas import In, at_most, text

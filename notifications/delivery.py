@@ -82,7 +82,7 @@ def delivery_send(*, delivery_id: int) -> tuple[str, int]:
 def _refusal(delivery: Delivery) -> str:
     if delivery.channel == Channel.EMAIL and not delivery.notification.owner.email:
         return "The person has no email address."
-    if delivery.channel == Channel.WEBHOOK and delivery.endpoint.disabled_at is not None:
+    if delivery.channel == Channel.WEBHOOK and sending.webhook_endpoint(delivery).disabled_at is not None:
         return "The endpoint is disabled."
     return ""
 
@@ -97,7 +97,7 @@ def _give_up(delivery: Delivery, result: "sending.Result") -> None:
     with transaction.atomic():
         _finish(delivery, status=DeliveryStatus.GAVE_UP, response_status=result.status, error=result.error, next_attempt_at=None)
         if delivery.channel == Channel.WEBHOOK:
-            endpoint_disable(delivery.endpoint, reason=f"Failing for a day: {result.error}"[:300])
+            endpoint_disable(sending.webhook_endpoint(delivery), reason=f"Failing for a day: {result.error}"[:300])
 
 
 def endpoint_disable(endpoint: WebhookEndpoint, *, reason: str) -> None:

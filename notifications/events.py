@@ -17,7 +17,15 @@ from django.db import IntegrityError, transaction
 from django.urls import reverse
 
 from notifications.models import (
-    DEFAULT_MODES, Channel, Delivery, DeliveryStatus, EventKind, Mode, Notification, NotificationPreference, WebhookEndpoint,
+    DEFAULT_MODES,
+    Channel,
+    Delivery,
+    DeliveryStatus,
+    EventKind,
+    Mode,
+    Notification,
+    NotificationPreference,
+    WebhookEndpoint,
 )
 
 logger = logging.getLogger(__name__)

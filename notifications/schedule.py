@@ -12,7 +12,6 @@ from notifications.models import EventKind, Notification
 from quests.models import Approval, ApprovalStatus, Milestone, Mission, MissionStatus
 
 
-
 def approvals_expiring(now: datetime | None = None) -> int:
     """`approval.expiring` for each pending approval whose respond-by time is within
     QUESTLOG_APPROVAL_EXPIRING_BEFORE; once per approval (its dedupe key), however often it runs."""
@@ -48,15 +47,19 @@ def moved_on(notifications: list[Notification]) -> set[int]:
     """The notifications whose cause no longer waits for the person: an approval decided or
     withdrawn since, a milestone reviewed, a quest no longer blocked or failed. A digest lists what
     waits, not what happened while nobody read the mail (three queries, whatever the count)."""
-    def ids(kinds: tuple[str, ...], part: str) -> dict[int, int]:
+    def ids(kinds: tuple[str, ...], part: str) -> dict[int, int | None]:
         return {n.pk: (n.data.get(part) or {}).get("id") for n in notifications if n.kind in kinds}
+
+    def known(by_notification: dict[int, int | None]) -> list[int]:
+        return [pk for pk in by_notification.values() if pk is not None]
 
     approvals = ids((EventKind.APPROVAL_REQUESTED, EventKind.APPROVAL_EXPIRING), "approval")
     milestones = ids((EventKind.MILESTONE_AWAITING_REVIEW,), "milestone")
-    missions = {n.pk: n.mission_id for n in notifications if n.kind in MISSION_STILL}
-    pending = set(Approval.objects.filter(pk__in=approvals.values(), status=ApprovalStatus.PENDING).values_list("pk", flat=True))
-    to_review = set(Milestone.objects.awaiting_review().filter(pk__in=milestones.values()).values_list("pk", flat=True))
-    statuses = dict(Mission.objects.filter(pk__in=missions.values()).values_list("pk", "status"))
+    missions: dict[int, int | None] = {n.pk: n.mission_id for n in notifications if n.kind in MISSION_STILL}
+    # (An id missing from a notification's data is None: Django's `in` drops it, as these do.)
+    pending = set(Approval.objects.filter(pk__in=known(approvals), status=ApprovalStatus.PENDING).values_list("pk", flat=True))
+    to_review = set(Milestone.objects.awaiting_review().filter(pk__in=known(milestones)).values_list("pk", flat=True))
+    statuses: dict[int | None, str] = dict(Mission.objects.filter(pk__in=known(missions)).values_list("pk", "status"))
     by_kind = {n.pk: n.kind for n in notifications}
     return (
         {pk for pk, approval_id in approvals.items() if approval_id not in pending}
@@ -66,7 +69,7 @@ def moved_on(notifications: list[Notification]) -> set[int]:
 
 
 # A quest's event still waits while the quest is in the status that caused it.
-MISSION_STILL = {EventKind.MISSION_BLOCKED: MissionStatus.BLOCKED, EventKind.MISSION_FAILED: MissionStatus.FAILED}
+MISSION_STILL: dict[str, str] = {EventKind.MISSION_BLOCKED: MissionStatus.BLOCKED, EventKind.MISSION_FAILED: MissionStatus.FAILED}
 
 
 def digest_send(*, owner_id: int, day: str) -> Notification | None:

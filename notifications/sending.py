@@ -17,7 +17,7 @@ from django.utils import timezone
 from standardwebhooks.webhooks import Webhook
 
 from notifications import addresses
-from notifications.models import Channel, Delivery, EventKind, Format, Notification
+from notifications.models import Channel, Delivery, EventKind, Format, Notification, WebhookEndpoint
 from quests.services.preferences import moment, time_zone_of
 
 UNSUBSCRIBE_SALT = "notifications.unsubscribe"
@@ -103,9 +103,16 @@ def send_email(delivery: Delivery) -> Result:
     return Result(True)
 
 
+def webhook_endpoint(delivery: Delivery) -> WebhookEndpoint:
+    """A webhook delivery's endpoint: every webhook delivery names one (only mail goes without)."""
+    endpoint = delivery.endpoint
+    assert endpoint is not None, f"webhook delivery {delivery.pk} has no endpoint"
+    return endpoint
+
+
 def webhook_body(delivery: Delivery) -> bytes:
     notification = delivery.notification
-    if delivery.endpoint.format == Format.SLACK:
+    if webhook_endpoint(delivery).format == Format.SLACK:
         data = notification.data
         text = subject(notification)
         if data.get("url"):
@@ -122,13 +129,13 @@ def signed_headers(delivery: Delivery, body: bytes) -> dict[str, str]:
         "user-agent": "Questlog-Webhooks/1",
         "webhook-id": delivery.message_id,
         "webhook-timestamp": str(int(now.timestamp())),
-        "webhook-signature": Webhook(delivery.endpoint.secret).sign(delivery.message_id, now, body),
+        "webhook-signature": Webhook(webhook_endpoint(delivery).secret).sign(delivery.message_id, now, body),
     }
 
 
 def send_webhook(delivery: Delivery) -> Result:
     try:
-        parts, address = addresses.resolve(delivery.endpoint.url)
+        parts, address = addresses.resolve(webhook_endpoint(delivery).url)
     except addresses.Refused as exc:
         return Result(False, error=exc.message)
     body = webhook_body(delivery)

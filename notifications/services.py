@@ -76,6 +76,7 @@ def webhook_test(*, actor: Actor, endpoint_id: int) -> Delivery:
             data={"endpoint": {"id": endpoint.pk}, "needed": "Nothing: this is a test", "reason": "Sent from the webhook settings.",
                   "url": events.link("/settings/notifications/")},
         )
+        assert notification is not None  # its dedupe key is new (it holds the time), so emit made it
         return notification.deliveries.get()
 
 

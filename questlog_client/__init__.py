@@ -40,6 +40,7 @@ from questlog_client.errors import (
     TransportError,
     Unauthenticated,
 )
+from questlog_client.missions import Mission, Missions
 from questlog_client.models import (
     Approval,
     ApprovalRequested,
@@ -56,7 +57,6 @@ from questlog_client.models import (
     Receipt,
     Record,
 )
-from questlog_client.missions import Mission, Missions
 from questlog_client.operations import OperationCall
 from questlog_client.replay.steps import Step
 from questlog_client.runs import Run

@@ -194,7 +194,7 @@ class HoldAdmin(admin.ModelAdmin):
             return
         hold = hold_place(
             actor=Actor(user=request.user), reason=obj.reason, mission_id=obj.mission_id,
-            username=obj.user.get_username() if obj.user_id else None,
+            username=obj.user.get_username() if obj.user is not None else None,
         )
         obj.pk, obj.placed_by_id, obj.created_at = hold.pk, hold.placed_by_id, hold.created_at
         obj._state.adding = False

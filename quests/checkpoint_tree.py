@@ -143,14 +143,14 @@ def checkpoint_tree(
     slot = {c.pk: TREE_REACH - len(older) + i for i, c in enumerate(window)}
     by_id = {c.pk: c for c in window}
     branch = _branch_in_window(window, runs)
-    children: dict[int, list[Checkpoint]] = {}
+    children: dict[int | None, list[Checkpoint]] = {}
     for c in window:
         if c.parent_id in by_id:
             children.setdefault(c.parent_id, []).append(c)
 
-    lane_of: dict[int, int] = {}
+    lane_of: dict[int | None, int] = {}  # keyed by pk, read by parent_id (None: a root)
     next_lane = 1
-    nodes: dict[int, TreeNode] = {}
+    nodes: dict[int | None, TreeNode] = {}
     for c in window:
         siblings = children.get(c.parent_id, []) if c.parent_id in lane_of else []
         # A set-aside branch continues the lane of its parent when it is the parent's first child

@@ -1,7 +1,7 @@
 """Forms for the pages: they only parse what a person typed. Whether an action is allowed is for
 the services to say (their ServiceError message is shown as the form error)."""
 
-from typing import Any
+from typing import Any, cast
 
 from django import forms
 
@@ -36,6 +36,7 @@ class DecisionForm(forms.Form):
 
     def clean(self) -> dict[str, Any]:
         data = super().clean()
+        assert data is not None  # Form.clean answers cleaned_data
         # The page's promise (its hint): a rejection says why, so the agent knows what to do instead.
         if data.get("decision") == "reject" and not (data.get("note") or "").strip():
             raise forms.ValidationError("Say why you reject it in the note: the agent reads it to know what to do instead. Nothing was changed.")
@@ -75,7 +76,7 @@ class TokenForm(forms.Form):
     def __init__(self, *args: Any, missions=None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         if missions is not None:
-            self.fields["mission"].queryset = missions
+            cast(forms.ModelChoiceField, self.fields["mission"]).queryset = missions
 
 
 def first_error(form: forms.Form) -> str:

@@ -30,7 +30,11 @@ class RawJson(str):
     it is, never parsed, so its depth costs nothing."""
 
 
-def iter_json(value: Any, *, indent: int = 2, default: Callable[[Any], Any] = DjangoJSONEncoder().default) -> Iterator[str]:
+# One encoder for every call: its default() keeps no state.
+_DJANGO_DEFAULT = DjangoJSONEncoder().default
+
+
+def iter_json(value: Any, *, indent: int = 2, default: Callable[[Any], Any] = _DJANGO_DEFAULT) -> Iterator[str]:
     """`value` as JSON text in chunks of about CHUNK_CHARACTERS, laid out as json.dumps(value,
     indent=indent, ensure_ascii=False) lays it out. Dicts, lists, tuples and iterators nest to
     any depth; anything else json cannot write goes through `default` (Django's: dates, times,
@@ -70,7 +74,7 @@ def _pieces(value: Any, indent: int, default: Callable[[Any], Any]) -> Iterator[
         # The next value to write, after the separators before it and the brackets closed before.
         while stack:
             frame = stack[-1]
-            item = next(frame[0], _END)
+            item: Any = next(frame[0], _END)
             if item is _END:
                 stack.pop()
                 yield (_newline(len(stack), indent) if not frame[3] else "") + frame[1]

@@ -16,6 +16,7 @@ from django_htmx.http import HttpResponseClientRedirect
 
 from quests.services.errors import PayloadTooLarge
 from quests.services.preferences import SESSION_TIME_ZONE
+from quests.web import HtmxHttpRequest
 
 API_PREFIX = "/api/"
 
@@ -104,7 +105,7 @@ class HtmxSessionEndedMiddleware:
     def __init__(self, get_response):
         self.get_response = get_response
 
-    def __call__(self, request: HttpRequest) -> HttpResponse:
+    def __call__(self, request: HtmxHttpRequest) -> HttpResponse:
         response = self.get_response(request)
         if not getattr(request, "htmx", False) or request.user.is_authenticated:
             return response
@@ -122,7 +123,7 @@ class HtmxSessionEndedMiddleware:
         return HttpResponseClientRedirect(f"{login_path}?{urlencode({'next': _page_seen(request)})}")
 
 
-def _page_seen(request: HttpRequest) -> str:
+def _page_seen(request: HtmxHttpRequest) -> str:
     """The page the person was looking at (htmx's HX-Current-URL), if it is one of ours, else home."""
     current = request.htmx.current_url or ""
     if not url_has_allowed_host_and_scheme(current, allowed_hosts={request.get_host()}, require_https=request.is_secure()):

@@ -9,9 +9,16 @@ from django.db.models import Q
 from django.utils import timezone
 
 from checkpoints.models import Lifecycle, RetentionClass
+
 # What waits for a person has its own module; its names stay importable from here.
 from quests.waiting import (  # noqa: F401
-    Approval, ApprovalStatus, Milestone, MilestoneKind, MilestoneQuerySet, ReviewStatus, StandingDecision,
+    Approval,
+    ApprovalStatus,
+    Milestone,
+    MilestoneKind,
+    MilestoneQuerySet,
+    ReviewStatus,
+    StandingDecision,
 )
 
 
@@ -54,7 +61,7 @@ class Mission(Lifecycle):
     title = models.CharField(max_length=200)
     objective = models.TextField()
     status = models.CharField(max_length=32, choices=MissionStatus.choices, default=MissionStatus.READY)
-    stop_reason = models.CharField(max_length=32, choices=StopReason.choices, null=True, blank=True)
+    stop_reason = models.CharField(max_length=32, choices=StopReason.choices, null=True, blank=True)  # noqa: DJ001 -- NULL: not stopped (the API says null)
     stop_detail = models.TextField(blank=True, default="")
     retry_at = models.DateTimeField(null=True, blank=True)
     ended_at = models.DateTimeField(null=True, blank=True)
@@ -139,7 +146,7 @@ class Run(models.Model):
     started_at = models.DateTimeField(default=timezone.now)
     heartbeat_at = models.DateTimeField(default=timezone.now)
     ended_at = models.DateTimeField(null=True, blank=True)
-    stop_reason = models.CharField(max_length=32, choices=StopReason.choices, null=True, blank=True)
+    stop_reason = models.CharField(max_length=32, choices=StopReason.choices, null=True, blank=True)  # noqa: DJ001 -- NULL: not stopped (the API says null)
     stop_detail = models.TextField(blank=True, default="")
     token = models.ForeignKey("AgentToken", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
 

@@ -12,17 +12,34 @@ from django.db.models import Count, Max, QuerySet
 from django.template.defaultfilters import pluralize
 
 from quests.models import Milestone, Mission, MissionStatus, ReviewStatus
+from quests.selectors_common import search_missions
+
+# The mission page's read side lives in its own module; its names stay reachable from here.
+from quests.selectors_mission import (  # noqa: F401
+    CHECKPOINT_LIST_FIELDS,
+    HistoryWindow,
+    MissionPage,
+    TimelineEntry,
+    mission_page,
+    timeline,
+)
+from quests.selectors_people import (  # noqa: F401
+    INBOX_KINDS,
+    TOKENS_PAGE_SIZE,
+    InboxFilter,
+    InboxItem,
+    inbox,
+    inbox_quests,
+    recent_decisions,
+    token_mission_choices,
+    token_missions,
+    tokens,
+)
 from quests.services import machine
 from quests.services.access import visible
 from quests.services.audit import Actor
 from quests.services.bundle import pending_annotations, pending_of
-from quests.selectors_common import search_missions
-from quests.selectors_people import INBOX_KINDS, TOKENS_PAGE_SIZE, InboxFilter, InboxItem, inbox, inbox_quests, recent_decisions, token_mission_choices, token_missions, tokens  # noqa: F401
 from quests.templatetags.questlog import milestone_kind
-# The mission page's read side lives in its own module; its names stay reachable from here.
-from quests.selectors_mission import (  # noqa: F401
-    CHECKPOINT_LIST_FIELDS, HistoryWindow, MissionPage, TimelineEntry, mission_page, timeline,
-)
 
 
 class NextStep(TypedDict):
@@ -140,7 +157,7 @@ def _by_status(missions: QuerySet[Mission]) -> dict[str, dict[str, Any]]:
     is not summed here: it changes with every checkpoint, and an index carrying it would turn each
     checkpoint's update of its mission into a non-HOT one."""
     rows = missions.values("status").annotate(n=Count("*"), u=Max("updated_at")).order_by()
-    return {row["status"]: row for row in rows}
+    return {row["status"]: dict(row) for row in rows}
 
 
 def _version(matched: dict[str, dict[str, Any]], page_versions: Iterable[int]) -> str:
@@ -152,7 +169,7 @@ def _version(matched: dict[str, dict[str, Any]], page_versions: Iterable[int]) -
     return f"{counts}.{latest.timestamp() if latest else 0}.{sum(page_versions)}"
 
 
-def _page_of(missions: QuerySet[Mission], counts: dict[str, int], status: str | None, page: Any) -> Page:
+def _page_of(missions: QuerySet[Mission, Any], counts: dict[str, int], status: str | None, page: Any) -> Page:
     paginator = Paginator(missions, BOARD_PAGE_SIZE)
     # The counts per status already say how many quests the page walks through: no second count.
     paginator.count = counts.get(status, 0) if status else sum(counts.values())

@@ -47,7 +47,7 @@ def ledger_window(mission: Mission) -> LedgerWindow:
     has something to do about each) and the newest LEDGER_SHOWN completed ones, with the number of
     completed ones: one query, like the mission page's decided approvals."""
     completed = Q(status=OperationStatus.COMPLETED)
-    rows = list(
+    rows: list[Any] = list(  # with newest_per_group's attributes, which the stubs cannot follow
         Operation.objects.filter(mission_id=mission.pk)
         .only(*LEDGER_FIELDS)
         .annotate(**newest_per_group(completed))

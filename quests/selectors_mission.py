@@ -5,6 +5,7 @@ count of the rest, and an overview of the whole history in a fixed number of buc
 fixed number of queries returning a bounded number of rows, whatever the number of checkpoints,
 runs, approvals or milestones."""
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -14,11 +15,20 @@ from django.db.models.functions import Coalesce
 from checkpoints.models import BRANCH_POINTS, Checkpoint, Record, Trigger
 from quests.checkpoint_tree import TREE_REACH, CheckpointTree, HistoryShape, Overview, branch_runs, checkpoint_tree, overview
 from quests.models import (
-    Approval, ApprovalStatus, AuditEvent, Constraint, Milestone, Mission, MissionStatus, ReviewStatus, Run, StandingDecision,
+    Approval,
+    ApprovalStatus,
+    AuditEvent,
+    Constraint,
+    Milestone,
+    Mission,
+    MissionStatus,
+    ReviewStatus,
+    Run,
+    StandingDecision,
 )
-from quests.services import machine
 from quests.selectors_common import HEAVY_CHECKPOINT_FIELDS, newest_per_group
 from quests.selectors_ledger import LedgerWindow, ledger_window
+from quests.services import machine
 from quests.services.bundle import resume_summary
 from quests.waiting import AWAITING_REVIEW
 
@@ -67,7 +77,7 @@ class TimelineEntry:
         return [c for c in self.checkpoints if c.trigger == Trigger.BACKGROUND]
 
 
-def timeline(runs: list[Run], checkpoints: list[Checkpoint], acts: list[AuditEvent] = ()) -> list[TimelineEntry]:
+def timeline(runs: list[Run], checkpoints: list[Checkpoint], acts: Sequence[AuditEvent] = ()) -> list[TimelineEntry]:
     by_run: dict[int, TimelineEntry] = {r.pk: TimelineEntry(at=r.started_at, run=r) for r in runs}
     loose: list[TimelineEntry] = []
     for c in sorted(checkpoints, key=lambda c: c.seq):
@@ -118,7 +128,7 @@ def page_rows(mission: Mission, window: HistoryWindow) -> PageRows:
 
     candidates = [mine.filter(pk=window.at)] if window.at else []
     candidates += [mine.filter(seq__gte=window.near).order_by("seq")] if window.near is not None else []
-    candidates += [mine.filter(pk=mission.head_checkpoint_id)]
+    candidates += [mine.filter(Q(pk=mission.head_checkpoint_id))]  # None: no row (the stubs want a value)
     chosen_seq = Coalesce(*(seq_at(c, 0) for c in candidates), Value(None))
     before = window.before if window.before is not None else NO_BOUND
     bounds = {
@@ -134,7 +144,8 @@ def page_rows(mission: Mission, window: HistoryWindow) -> PageRows:
         | Q(pk=mission.last_verified_checkpoint_id)
         | Q(seq__gte=bounds["timeline_low"], seq__lt=before)
     )
-    rows = list(mine.filter(wanted).annotate(**bounds).only(*CHECKPOINT_LIST_FIELDS).order_by("seq"))
+    # Annotated by a dict of expressions, which the stubs cannot follow: the rows carry the bounds as attributes.
+    rows: list[Any] = list(mine.filter(wanted).annotate(**bounds).only(*CHECKPOINT_LIST_FIELDS).order_by("seq"))
     last_verified = next((c for c in rows if c.pk == mission.last_verified_checkpoint_id), None)
     tree = [c for c in rows if c.tree_low <= c.seq <= c.tree_high or c == last_verified]
     return PageRows(
@@ -180,7 +191,7 @@ def history_shape(mission: Mission) -> HistoryShape:
     rows = list(Checkpoint.objects.filter(BRANCH_POINTS, mission_id=mission.pk).annotate(
         # Only a restore's parent matters (a lookup per restore, not a join over every checkpoint).
         parent_seq=Case(When(trigger=Trigger.RESTORE, then=restored)),
-        head_seq=Subquery(Checkpoint.objects.filter(pk=mission.head_checkpoint_id).values("seq")[:1]),
+        head_seq=Subquery(Checkpoint.objects.filter(Q(pk=mission.head_checkpoint_id)).values("seq")[:1]),
     ).values_list("seq", "trigger", "parent_id", "parent_seq", "verified", "head_seq").order_by("seq"))
     if not rows:
         return HistoryShape(runs=[], verified=[], first=None, last=None)
@@ -210,7 +221,7 @@ def approvals(mission: Mission) -> tuple[list[Approval], list[Approval], int]:
     """Every pending approval, the newest DECIDED_SHOWN decided ones and how many are decided in
     all: one query (numbered and counted per group, the pending ones and the decided ones)."""
     pending = Q(status=ApprovalStatus.PENDING)
-    rows = list(
+    rows: list[Any] = list(  # with newest_per_group's attributes, which the stubs cannot follow
         Approval.objects.filter(mission=mission)
         .select_related("decided_by")
         .annotate(**newest_per_group(pending))
@@ -239,7 +250,7 @@ def milestone_window(mission: Mission) -> MilestoneWindow:
     each side of "awaiting review", and among the approved ones for the badges), and the number of
     milestones of each kind and review status, which is all the progress rule needs."""
     approved = Q(review_status=ReviewStatus.APPROVED)
-    rows = list(
+    rows: list[Any] = list(  # with newest_per_group's attributes, which the stubs cannot follow
         Milestone.objects.filter(mission=mission).select_related("checkpoint").defer(*HEAVY_CHECKPOINT_FIELDS)
         .annotate(**newest_per_group(AWAITING_REVIEW), **newest_per_group(approved, prefix="approved_"))
         .filter(AWAITING_REVIEW | Q(newest__lte=MILESTONES_SHOWN) | (approved & Q(approved_newest__lte=BADGES_SHOWN)))
@@ -337,7 +348,7 @@ def mission_page(mission: Mission, window: HistoryWindow | None = None) -> Missi
     constraints = list(Constraint.objects.filter(mission=mission).select_related("replaces").order_by("id"))
     pending, decided, decided_total = approvals(mission)
     claimed = milestone_window(mission)
-    milestones = claimed.listed
+    milestones: list[Any] = claimed.listed  # each is given its evidence_records below
     evidence_ids = {pk for m in milestones for pk in m.evidence or [] if isinstance(pk, int)}
     evidence = Record.objects.filter(mission=mission, pk__in=evidence_ids).in_bulk() if evidence_ids else {}
     for m in milestones:
@@ -348,7 +359,7 @@ def mission_page(mission: Mission, window: HistoryWindow | None = None) -> Missi
     last_verified = rows.last_verified
     choices = [*shown, *([last_verified] if last_verified and last_verified not in shown else [])]
     asked = tree.chosen is not None and (window.at == tree.chosen.checkpoint.pk or window.near is not None)
-    explicit = tree.chosen.checkpoint if asked else None
+    explicit = tree.chosen.checkpoint if asked and tree.chosen is not None else None
     return MissionPage(
         mission=mission,
         window=window,
@@ -380,7 +391,7 @@ class CompareChoices:
     """The checkpoints a checkpoint page offers to compare with, and the one asked for by number."""
 
     quick: list[tuple[str, Checkpoint]]
-    by_id: dict[int, Checkpoint]
+    by_id: dict[int | None, Checkpoint]
     asked: Checkpoint | None
 
 
@@ -394,7 +405,7 @@ def compare_choices(checkpoint: Checkpoint, mission: Mission, *, against_id: int
     wanted = Q(pk__in=ids) | Q(seq=previous) | Q(seq=following) | Q(seq=seq if seq is not None else -1)
     rows = list(mine.filter(wanted).only(*CHECKPOINT_LIST_FIELDS).order_by("seq"))
     by_seq = {c.seq: c for c in rows}
-    by_id = {c.pk: c for c in rows}
+    by_id: dict[int | None, Checkpoint] = {c.pk: c for c in rows}
     before = [c for c in rows if c.seq < checkpoint.seq]
     after = [c for c in rows if c.seq > checkpoint.seq]
     labelled = [

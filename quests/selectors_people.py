@@ -3,6 +3,7 @@ agent tokens. Each page costs the same few queries whatever the number of missio
 or tokens: the inbox slices its page in SQL out of one union of what waits, the token form searches
 missions rather than listing them all."""
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -152,8 +153,11 @@ class RecentDecision:
 
     @property
     def words(self) -> str:
-        status = self.obj.status if self.kind == "approval" else self.obj.review_status
-        what = f"“{self.obj.action}”" if self.kind == "approval" else f"the milestone “{self.obj.title}”"
+        obj = self.obj
+        if isinstance(obj, Approval):
+            status, what = obj.status, f"“{obj.action}”"
+        else:
+            status, what = obj.review_status, f"the milestone “{obj.title}”"
         return f"{DECIDED_WORDS.get(status, 'You decided')} {what}."
 
 
@@ -169,13 +173,14 @@ def recent_decisions(user, now: datetime | None = None, *, mission_id: int | Non
     reviewed = Milestone.objects.filter(reviewed_by=user, reviewed_at__gte=since).select_related("mission").order_by("-reviewed_at")
     if mission_id is not None:
         decided, reviewed = decided.filter(mission_id=mission_id), reviewed.filter(mission_id=mission_id)
-    found = [RecentDecision("approval", a, a.decided_at, None) for a in decided[:RECENT_DECISIONS]]
-    found += [RecentDecision("milestone", m, m.reviewed_at, None) for m in reviewed[:RECENT_DECISIONS]]
+    # Both times are set on every row the queries read (they filter on them).
+    found = [RecentDecision("approval", a, a.decided_at, None) for a in decided[:RECENT_DECISIONS] if a.decided_at is not None]
+    found += [RecentDecision("milestone", m, m.reviewed_at, None) for m in reviewed[:RECENT_DECISIONS] if m.reviewed_at is not None]
     found = sorted(found, key=lambda d: d.at, reverse=True)[:RECENT_DECISIONS]
     for decision in found:
-        approval = decision.obj
+        approval: Any = decision.obj  # for an approval, annotated with run_since by the query above
         if decision.kind == "approval" and undo_refusal(approval, approval.mission, by=user, now=now, run_since=approval.run_since) is None:
-            decision.undo_until = undo_until(decision.obj)
+            decision.undo_until = undo_until(approval)
     return found
 
 
@@ -199,7 +204,7 @@ def token_missions(user) -> QuerySet[Mission]:
 
 @dataclass
 class MissionChoices:
-    missions: list[Mission]
+    missions: Sequence[Mission]
     searched: bool
     # More open missions match than are offered: the person should add words.
     more: bool
@@ -213,6 +218,7 @@ def token_mission_choices(user, q: str | None, chosen: int | None) -> MissionCho
         return MissionChoices(missions=[], searched=False, more=False)
     qs = token_missions(user)
     if q is None:
+        assert chosen is not None  # returned above when both are None
         qs = qs.filter(pk=chosen)
     elif q.split():
         qs = qs.filter(mission_matches(q) | Q(pk=chosen))

@@ -28,13 +28,13 @@ class WaitsForAPerson(models.Model):
     class Meta:
         abstract = True
 
-    def copy_owner(self) -> None:
-        if self.owner_id is None:
-            self.owner_id = self.mission.owner_id
-
     def save(self, *args, **kwargs):
         self.copy_owner()
         super().save(*args, **kwargs)
+
+    def copy_owner(self) -> None:
+        if self.owner_id is None:
+            self.owner_id = self.mission.owner_id
 
 
 class ApprovalStatus(models.TextChoices):

@@ -8,7 +8,6 @@ from django.test import Client
 
 from quests.services.tokens import token_create
 
-
 REDIS_DATABASES = 16  # Redis's default `databases`
 
 

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agents import AgentsException, Agent, HostedMCPTool, RunConfig, Runner, RunState, function_tool, set_tracing_disabled
+from agents import Agent, AgentsException, HostedMCPTool, RunConfig, Runner, RunState, function_tool, set_tracing_disabled
 from agents.result import RunResultBase
 from agents.testing import ModelCall, ModelStep, ScriptedModel, assistant_message, function_call
 from openai.types.responses.response_output_item import McpApprovalRequest

@@ -29,7 +29,7 @@ HOLD_AT_MOST = 300  # seconds; the test kills the worker long before, this only 
 
 
 def hold_snapshots() -> None:
-    from celery.signals import worker_process_init, worker_init
+    from celery.signals import worker_init, worker_process_init
 
     def install(**kwargs) -> None:
         # Once Django is set up in the worker: wrap the function the snapshot task calls to write

@@ -246,7 +246,10 @@ def test_it_answers_the_resume_bundle(agent, mission):
 
 def test_progress_counts_planned_plus_unplanned_claims_and_only_approved_milestones(agent, person, mission, run):
     assert mission["progress"] == {"approved": 0, "planned": 2}
-    claim = lambda kind: agent.post(f"runs/{run['id']}/milestones", {"kind": kind, "title": kind, "summary": "s"}).json()
+
+    def claim(kind):
+        return agent.post(f"runs/{run['id']}/milestones", {"kind": kind, "title": kind, "summary": "s"}).json()
+
     research = claim("research_complete")
     custom = claim("custom")
     claim("custom")

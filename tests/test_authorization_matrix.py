@@ -28,7 +28,16 @@ from checkpoints.models import Checkpoint, GraphCheckpoint, GraphWrite, Operatio
 from notifications.models import WebhookEndpoint
 from quests.api import api
 from quests.models import (
-    AgentToken, Approval, Constraint, GraphThread, Hold, MemoryItem, MemoryProposal, Milestone, Mission, Run,
+    AgentToken,
+    Approval,
+    Constraint,
+    GraphThread,
+    Hold,
+    MemoryItem,
+    MemoryProposal,
+    Milestone,
+    Mission,
+    Run,
     StandingDecision,
 )
 from quests.services import approvals, memory, operations, runs

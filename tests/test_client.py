@@ -8,8 +8,24 @@ import httpx
 import pytest
 
 from questlog_client import (
-    ApprovalRequested, Bundle, EffectFailed, Forbidden, InvalidInput, InvalidTransition, KeyReuse, MissionNotStartable, NotFound,
-    Outcome, PayloadTooLarge, Questlog, ReconcileNeeded, RetryBudgetExhausted, RunActive, RunEnded, ServerError, TransportError,
+    ApprovalRequested,
+    Bundle,
+    EffectFailed,
+    Forbidden,
+    InvalidInput,
+    InvalidTransition,
+    KeyReuse,
+    MissionNotStartable,
+    NotFound,
+    Outcome,
+    PayloadTooLarge,
+    Questlog,
+    ReconcileNeeded,
+    RetryBudgetExhausted,
+    RunActive,
+    RunEnded,
+    ServerError,
+    TransportError,
     Unauthenticated,
 )
 from questlog_client.errors import OperationFailed
@@ -284,7 +300,7 @@ def test_an_exception_in_the_block_stops_the_run_blocked_with_the_error_as_detai
     mission = offsite(ql)
     with pytest.raises(ZeroDivisionError):
         with mission.start_run(agent="tester"):
-            1 / 0
+            raise ZeroDivisionError("the agent's own code failed")
     info = mission.refresh()
     assert info.status == "blocked" and info.stop_reason == "blocked_external"
     assert "ZeroDivisionError" in info.stop_detail

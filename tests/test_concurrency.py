@@ -4,9 +4,10 @@ and unique constraints, so only a real database can prove them."""
 
 import threading
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 from django.conf import settings

@@ -18,8 +18,8 @@ from django.conf import settings
 from django.utils import timezone
 
 from checkpoints.models import Operation, Record
-from quests.models import Run
 from questlog_client.fake_service import Call, FakeService
+from quests.models import Run
 from tests.conftest import ApiClient
 
 pytestmark = pytest.mark.django_db

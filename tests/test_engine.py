@@ -12,7 +12,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from checkpoints.models import Blob, Checkpoint, Record
-from checkpoints.services import canonical_json, document_hash, sha256_hex
+from checkpoints.services import canonical_json, document_hash
 from quests.models import AuditEvent, IdempotentRequest, Mission, Run
 
 pytestmark = pytest.mark.django_db

@@ -100,8 +100,8 @@ def test_export_contains_nothing_of_other_users(alice, bob, agent, person, bob_a
 
 
 def test_a_purged_missions_export_is_its_tombstone(alice, agent, person):
-    from quests.services.audit import Actor
     from quests.retention.services.purge import retention_delete_now
+    from quests.services.audit import Actor
 
     m = finished_mission(agent, person, "Offsite", secret="alice-secret")
     retention_delete_now(actor=Actor(user=alice), mission_id=m["id"])

@@ -27,13 +27,13 @@ pytestmark = pytest.mark.slow
 PG_BIN = sorted(glob.glob("/usr/lib/postgresql/*/bin"))[-1] if glob.glob("/usr/lib/postgresql/*/bin") else ""
 DOWN_SECONDS = 10
 PASSWORD = "outage-password"
-MAKE_USER = """
+MAKE_USER = f"""
 import json
 from django.contrib.auth import get_user_model
 from quests.services.tokens import token_create
-user = get_user_model().objects.create_user("outage", password=%r)
+user = get_user_model().objects.create_user("outage", password={PASSWORD!r})
 print(json.dumps(token_create(user=user, name="outage")[1]))
-""" % PASSWORD
+"""
 
 
 def as_postgres(*command: str, check: bool = True) -> subprocess.CompletedProcess:

@@ -3,7 +3,7 @@ quests.services.snapshots.snapshots_prune): the tree stays connected, every kept
 checkpoint is kept, and no blob that anything refers to is ever deleted."""
 
 import threading
-from datetime import datetime, timedelta, timezone as dt_timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from django.db import connection, transaction
@@ -19,7 +19,7 @@ from quests.services.audit import Actor
 from quests.services.missions import mission_create
 
 OLD = timedelta(days=30)
-NOW = datetime(2026, 6, 1, tzinfo=dt_timezone.utc)
+NOW = datetime(2026, 6, 1, tzinfo=UTC)
 TRIGGERS = [t.value for t in Trigger]
 
 

@@ -91,7 +91,7 @@ def test_a_refused_call_and_a_read_are_no_steps_and_bundles_are_heard_with_their
 def test_a_completion_after_reconciling_ran_no_side_effect():
     ql, heard = watched()
     with ql:
-        run = _start(ql)
+        _start(ql)
         ql.request("POST", "operations/11/complete", {"external_id": "H-1", "external_status": "held", "receipt": None})
     assert [s.label for s in heard.steps] == ["start run", "operation hold: complete"]
 

@@ -8,9 +8,9 @@ from django.core.management import call_command
 
 from checkpoints.models import Checkpoint, Operation, OperationEvent, Record, RetentionClass, RetentionPolicy
 from quests.models import Approval, Constraint, MemoryItem, Milestone, Mission
+from quests.retention.services.expiry import retention_keep, retention_withdraw
 from quests.services.audit import Actor
 from quests.services.errors import Conflict
-from quests.retention.services.expiry import retention_keep, retention_withdraw
 
 pytestmark = pytest.mark.django_db
 

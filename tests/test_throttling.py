@@ -12,7 +12,6 @@ from datetime import timedelta
 from types import SimpleNamespace
 
 import httpx
-
 import pytest
 from axes.models import AccessAttempt
 from django.core.cache import cache
@@ -72,7 +71,7 @@ def test_failed_logins_from_one_address_lock_out_the_address(alice, bob):
 
 
 def test_the_lockout_ends_by_itself(alice, settings):
-    for attempt in range(LIMIT):
+    for _ in range(LIMIT):
         log_in("alice", "wrong", "10.0.0.1")
     assert_locked_out(log_in("alice", "alice-password", "10.0.0.1"))
     # As if the cool-off had passed since the last failure.

@@ -1,5 +1,7 @@
 """The quest board at /: the user's missions as quests."""
 
+from datetime import UTC
+
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
@@ -36,13 +38,13 @@ def test_it_shows_the_stop_reason_as_a_plain_sentence_and_the_next_action(alice_
 
 
 def test_it_shows_a_blocked_quest_with_its_retry_time(alice_client, alice, settings):
-    from datetime import datetime, timezone as tz
+    from datetime import datetime
 
     from quests.services import runs
 
     agent = agent_for(alice)
     mission, run = running(alice, "Sync the CRM", agent=agent)
-    runs.run_stop(actor=agent, run_id=run.pk, reason="blocked_external", detail="CRM unreachable", retry_at=datetime(2030, 1, 1, 14, 0, tzinfo=tz.utc))
+    runs.run_stop(actor=agent, run_id=run.pk, reason="blocked_external", detail="CRM unreachable", retry_at=datetime(2030, 1, 1, 14, 0, tzinfo=UTC))
     body = alice_client.get("/").content.decode()
     assert "Blocked: CRM unreachable, retrying after Jan 1, 2030, 14:00 UTC" in body
 

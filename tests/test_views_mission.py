@@ -7,7 +7,14 @@ from checkpoints.models import Checkpoint, Record
 from quests.models import Constraint
 from quests.services import missions, records
 from tests.builders import (  # noqa: F401
-    agent_for, fast_password_hashing, new_mission, opening_tag, person, running, verified_then_more_work, waiting_on_approval,
+    agent_for,
+    fast_password_hashing,
+    new_mission,
+    opening_tag,
+    person,
+    running,
+    verified_then_more_work,
+    waiting_on_approval,
     waiting_on_gate,
 )
 

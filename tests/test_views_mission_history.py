@@ -8,11 +8,16 @@ import pytest
 
 from checkpoints.models import Checkpoint
 from quests.checkpoint_tree import OVERVIEW_BUCKETS, TREE_REACH, branch_runs, off_branch_ranges, on_branch
-from quests.selectors_mission import DECIDED_SHOWN, TIMELINE_SIZE
 from quests.models import Approval
+from quests.selectors_mission import DECIDED_SHOWN, TIMELINE_SIZE
 from quests.services import records
 from tests.builders import (  # noqa: F401
-    agent_for, fast_password_hashing, long_history, running, verified_then_more_work, waiting_on_approval,
+    agent_for,
+    fast_password_hashing,
+    long_history,
+    running,
+    verified_then_more_work,
+    waiting_on_approval,
 )
 
 pytestmark = pytest.mark.django_db

@@ -5,11 +5,19 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
+from checkpoints.models import Checkpoint
 from quests.services import approvals, records, runs
 from quests.services.tokens import token_create
-from checkpoints.models import Checkpoint
 from tests.builders import (  # noqa: F401
-    agent_for, fast_password_hashing, ledger_of, long_history, milestones_of, person, running, waiting_on_approval, waiting_on_gate,
+    agent_for,
+    fast_password_hashing,
+    ledger_of,
+    long_history,
+    milestones_of,
+    person,
+    running,
+    waiting_on_approval,
+    waiting_on_gate,
 )
 
 pytestmark = pytest.mark.django_db

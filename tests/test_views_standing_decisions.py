@@ -5,8 +5,7 @@ import pytest
 
 from quests.models import Approval, StandingDecision
 from quests.services import approvals
-from tests.builders import agent_for, fast_password_hashing, running, waiting_on_approval  # noqa: F401
-from tests.builders import person as person_actor
+from tests.builders import agent_for, fast_password_hashing, person as person_actor, running, waiting_on_approval  # noqa: F401
 
 pytestmark = pytest.mark.django_db
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import json
 import math
+from collections.abc import Mapping
 from typing import Any
 
 from langgraph.checkpoint.serde.base import SerializerProtocol
@@ -66,7 +67,7 @@ def encode(serde: SerializerProtocol, value: Any) -> dict[str, Any]:
 
 
 def decode(serde: SerializerProtocol, item: dict[str, Any]) -> Any:
-    kind = item.get("type")
+    kind: Any = item.get("type")  # the serializer's own type name, passed on as written
     if kind == JSON:
         return item.get("data")
     return serde.loads_typed((kind, base64.b64decode(item.get("data") or "")))
@@ -76,7 +77,7 @@ def is_empty(item: dict[str, Any]) -> bool:
     return item.get("type") == EMPTY
 
 
-def encode_fields(serde: SerializerProtocol, fields: dict[str, Any]) -> dict[str, Any]:
+def encode_fields(serde: SerializerProtocol, fields: Mapping[str, Any]) -> dict[str, Any]:
     """A dict whose plain-JSON fields stay readable (and filterable: metadata) and whose other
     fields are encoded under one reserved key."""
     plain = {key: value for key, value in fields.items() if key != TYPED_FIELDS and is_plain_json({key: value})}

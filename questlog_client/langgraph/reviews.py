@@ -23,7 +23,6 @@ from questlog_client.langgraph import codec
 from questlog_client.operations import OperationCall, Reconcile, SideEffects
 
 
-
 class ThreadSaver(Protocol):
     """What the Questlog side needs of the saver it is mixed into (`QuestlogSaver`): its connection,
     its reads and writes, and LangGraph's `get_tuple`. Named here, so this module need not import

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 from urllib.parse import urlencode
 
 from langchain_core.runnables import RunnableConfig
@@ -147,8 +147,9 @@ class QuestlogSaver(BaseCheckpointSaver[str], reviews.Reviews):
         parent = item.get("parent_checkpoint_id")
         return CheckpointTuple(
             config={"configurable": {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": item["checkpoint_id"]}},
-            checkpoint=checkpoint,
-            metadata=codec.decode_fields(self.serde, item["metadata"]),
+            # Decoded from the JSON the saver wrote from these TypedDicts.
+            checkpoint=cast(Checkpoint, checkpoint),
+            metadata=cast(CheckpointMetadata, codec.decode_fields(self.serde, item["metadata"])),
             parent_config={"configurable": {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": parent}} if parent else None,
             pending_writes=[(w["task_id"], w["channel"], codec.decode(self.serde, w["value"])) for w in writes],
         )

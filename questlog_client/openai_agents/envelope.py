@@ -7,15 +7,17 @@ that wrote it, the agents it names, and the paused tool calls (the approvals' `a
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, cast
 
 import agents
 from agents import Agent, ToolApprovalItem
-from agents.result import RunResultBase
+from agents.result import RunResult, RunResultStreaming
 from agents.run_state import CURRENT_SCHEMA_VERSION, SUPPORTED_SCHEMA_VERSIONS
 
 from questlog_client import errors
 
+# What Runner.run and Runner.run_streamed answer: both carry the paused calls and give their RunState.
+AnyRunResult = RunResult | RunResultStreaming
 STATE_KEY = "openai_agents"
 ACTION_LIMIT = 500  # the API's limit on an approval's `action`
 
@@ -61,14 +63,15 @@ def arguments_of(item: ToolApprovalItem) -> dict[str, Any]:
     return parsed if isinstance(parsed, dict) else {"arguments": parsed}
 
 
-def words_by_call(result: RunResultBase) -> dict[str, str]:
+def words_by_call(result: AnyRunResult) -> dict[str, str]:
     """What the assistant said in the model response that made each tool call: the person deciding
     reads why the agent wants to act in its own words."""
     words: dict[str, str] = {}
     for response in result.raw_responses:
         texts: list[str] = []
         call_ids: list[str] = []
-        for item in response.output:
+        # Read by their `type` tags, as the Responses API defines them, not by class.
+        for item in cast(list[Any], response.output):
             kind = getattr(item, "type", None)
             if kind == "message":
                 texts.extend(part.text for part in item.content if getattr(part, "type", None) == "output_text" and part.text.strip())
@@ -80,7 +83,7 @@ def words_by_call(result: RunResultBase) -> dict[str, str]:
     return words
 
 
-def approval_items(result: RunResultBase) -> list[dict[str, Any]]:
+def approval_items(result: AnyRunResult) -> list[dict[str, Any]]:
     """One approval request per paused tool call: action = the tool's name, payload = its parsed
     arguments, reason = the agent's words (or a plain default), agent_ref = the call id."""
     words = words_by_call(result)
@@ -97,7 +100,7 @@ def approval_items(result: RunResultBase) -> list[dict[str, Any]]:
     return items
 
 
-def envelope(result: RunResultBase, state_json: dict[str, Any]) -> dict[str, Any]:
+def envelope(result: AnyRunResult, state_json: dict[str, Any]) -> dict[str, Any]:
     calls = [
         {"call_id": item.call_id, "tool": item.name, "agent": item.agent.name, "arguments": arguments_of(item)}
         for item in result.interruptions
@@ -112,10 +115,10 @@ def envelope(result: RunResultBase, state_json: dict[str, Any]) -> dict[str, Any
     }
 
 
-def check_restorable(mission_id: int, saved: dict[str, Any] | None, agent: Agent[Any]) -> None:
+def check_restorable(mission_id: int, saved: dict[str, Any] | None, agent: Agent[Any]) -> dict[str, Any]:
     """Refuse, naming both sides, a state this process cannot restore: a schema this SDK does not
     read, or agents the given agent graph does not have. Restarting from scratch instead would
-    silently redo what the run had done, so this is an error, never a fallback."""
+    silently redo what the run had done, so this is an error, never a fallback. Answers `saved`."""
     available = {"sdk_version": agents.__version__, "schema_version": CURRENT_SCHEMA_VERSION, "agents": agent_names(agent)}
     if not isinstance(saved, dict) or not isinstance(saved.get("run_state"), dict):
         raise errors.RunStateMismatch(
@@ -142,6 +145,7 @@ def check_restorable(mission_id: int, saved: dict[str, Any] | None, agent: Agent
             f"{available['agents']}: " + "; ".join(problems) + ". Load it with the agents and SDK that can restore it.",
             saved=summary, available=available,
         )
+    return saved
 
 
 def _version_key(version: str) -> tuple[int, ...]:

@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from agents import Agent, RunState, ToolApprovalItem
-from agents.result import RunResultBase
 
 from questlog_client import errors, models
 from questlog_client.client import Questlog
@@ -83,7 +82,7 @@ class RunStateStore:
 
     async def save(
         self,
-        result: RunResultBase,
+        result: saved_state.AnyRunResult,
         *,
         mission_id: int | None = None,
         title: str | None = None,
@@ -170,8 +169,7 @@ class RunStateStore:
         mission = self.ql.missions.get(mission_id)
         bundle = mission.resume()
         _refuse_if_stopped(mission_id, bundle.mission)
-        envelope = bundle.agent_state.get(saved_state.STATE_KEY)
-        saved_state.check_restorable(mission_id, envelope, agent)
+        envelope = saved_state.check_restorable(mission_id, bundle.agent_state.get(saved_state.STATE_KEY), agent)
         calls = [call["call_id"] for call in envelope.get("calls", [])]
         # The newest approval for each call id: a call asked about again answers to the last word.
         by_ref = {approval.agent_ref: approval for approval in bundle.approvals if approval.agent_ref}
@@ -203,14 +201,15 @@ class RunStateStore:
         return run
 
     def _decide(self, state: RunState[Any, Agent[Any]], item: ToolApprovalItem, saved: _Saved, run: Run) -> None:
-        approval = saved.approvals[item.call_id]
+        call_id = item.call_id or ""  # a call without an id was never saved: no approval has the empty ref
+        approval = saved.approvals[call_id]
         always = approval.always and approval.action in saved.standing
         if approval.status in ("approved", "edited"):
             edited = dict(approval.decided_payload or {}) if approval.status == "edited" else None
-            occurrence = approval.id if saved.earlier.get(item.call_id) else None
+            occurrence = approval.id if saved.earlier.get(call_id) else None
             tool = item.name or ""
             if runs_through_ledger(item.agent, tool):
-                APPROVED[item.call_id] = ApprovedCall(run, item.call_id, tool, edited, self.reconcile.get(tool), occurrence)
+                APPROVED[call_id] = ApprovedCall(run, call_id, tool, edited, self.reconcile.get(tool), occurrence)
             state.approve(item, always_approve=always)
         elif approval.status == "rejected":
             # No note: the SDK's own answer (the run's tool_error_formatter, else its default).

@@ -75,7 +75,10 @@ class LedgerInvoke:
         def effect(op: models.Operation) -> models.Outcome:
             # The client's safe path is synchronous and runs in a worker thread; the tool itself
             # runs on the event loop, which is free while that thread waits.
-            output = asyncio.run_coroutine_threadsafe(self.invoke(context, arguments), loop).result()
+            async def invoked() -> Any:  # run_coroutine_threadsafe takes a coroutine, `invoke` answers an awaitable
+                return await self.invoke(context, arguments)
+
+            output = asyncio.run_coroutine_threadsafe(invoked(), loop).result()
             return models.Outcome(approved.call_id, "returned", {"output": _storable(output)})
 
         call = approved.run.operation(

@@ -59,13 +59,13 @@ def compare(baseline: Execution, ex: Execution) -> PointResult:
     for key, expected in baseline.final.items():
         actual = ex.final.get(key)
         if isinstance(expected, list):
-            missing, extra = _multiset_diff(expected, actual or [])
-            count = len(missing) + len(extra)
+            absent, added = _multiset_diff(expected, actual or [])
+            count = len(absent) + len(added)
             if key in FORGETTABLE:
                 row.forgotten += count
             else:
                 row.state_differences += count
-            row.details += [f"{key}: missing {m!r}" for m in missing] + [f"{key}: extra {e!r}" for e in extra]
+            row.details += [f"{key}: missing {m!r}" for m in absent] + [f"{key}: extra {e!r}" for e in added]
         elif actual != expected:
             row.state_differences += 1
             row.details.append(f"{key}: {actual!r}, uninterrupted: {expected!r}")

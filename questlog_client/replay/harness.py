@@ -249,7 +249,7 @@ class Harness:
 
 
 def _read_trace(path: Path, proc: str) -> list[dict[str, Any]]:
-    events = []
+    events: list[dict[str, Any]] = []
     if not path.exists():
         return events
     for line in path.read_text(encoding="utf-8").splitlines():

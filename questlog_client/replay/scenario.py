@@ -53,10 +53,11 @@ class Scenario:
         if isinstance(self.agent, str):
             return None
         module = sys.modules.get(getattr(self.agent, "__module__", ""))
-        if module is None or not getattr(module, "__file__", None):
+        file: str | None = getattr(module, "__file__", None) if module is not None else None
+        if module is None or not file:
             return None
-        depth = module.__name__.count(".") + (Path(module.__file__).name == "__init__.py")
-        return str(Path(module.__file__).resolve().parents[depth])
+        depth = module.__name__.count(".") + (Path(file).name == "__init__.py")
+        return str(Path(file).resolve().parents[depth])
 
     @property
     def agent_path(self) -> str:

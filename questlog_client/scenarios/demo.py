@@ -47,7 +47,7 @@ AVAILABILITY = (
     "Lakeside Lodge: free May 14–16 and May 21–23\n"
     "Old Mill: free May 21–23 only\n"
 )
-VENUE = {"venue": "Lakeside Lodge", "slug": "lakeside-lodge", "dates": "May 14–16", "people": 12, "price_eur": 3200}
+VENUE: dict[str, Any] = {"venue": "Lakeside Lodge", "slug": "lakeside-lodge", "dates": "May 14–16", "people": 12, "price_eur": 3200}
 
 Say = Callable[[str], None]
 
@@ -147,7 +147,7 @@ def _draft(run: Run, state: dict[str, Any], service: FakeService, step: Say) -> 
     )(service.effect("reservation.hold", VENUE["slug"], hold_request, status="held"))
     step(f"Venue held: {hold.external_id}{' (already done earlier)' if hold.replayed else ''}.")
     run.checkpoint({**state, "phase": "draft", "hold_id": hold.external_id}, note="Venue held", key="draft:held")
-    invite = {
+    invite: dict[str, Any] = {
         "to": "team@example.com",
         "subject": "Team offsite: Lakeside Lodge, May 14–16",
         "body": "We are going to Lakeside Lodge on May 14–16. The meeting room is on the ground floor.",

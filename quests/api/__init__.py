@@ -151,7 +151,7 @@ def _field_path(loc: tuple[Any, ...]) -> list[str]:
     # ninja's location starts with where the value came from and, for a body, the view's
     # parameter that holds it: ("body", "body", "payload", …), ("query", "limit"). Only what
     # follows is the client's field (which may itself be called "payload").
-    skip = {"body": 2, "query": 1, "path": 1}.get(loc[0] if loc else None, 0)
+    skip = {"body": 2, "query": 1, "path": 1}.get(loc[0] if loc else "", 0)
     return [str(part) for part in loc[skip:]]
 
 
@@ -176,8 +176,8 @@ def on_not_found(request: HttpRequest, exc: Http404) -> HttpResponse:
     return error_response(404, "not_found", "Nothing with that id here.")
 
 
-from quests.api import agent, graph, people  # noqa: E402  (routers register on `api`)
 from notifications.api import router as webhooks_router  # noqa: E402  (the notifications app's people API)
+from quests.api import agent, graph, people  # noqa: E402  (routers register on `api`)
 
 api.add_router("", agent.router)
 api.add_router("", people.router)

@@ -9,13 +9,38 @@ from checkpoints.services import checkpoint_documents
 from quests.api.auth import actor
 from quests.api.responses import ACT, BODY, READ, answers, created_or_replayed
 from quests.api.schemas import (
-    ApprovalBatchIn, ApprovalIn, CheckpointIn, CompleteIn, ConstraintIn, FailIn, MemoryProposalIn, MilestoneIn, MissionIn,
-    ObserveIn, OperationIn, RecordIn, RunIn, StopIn,
+    ApprovalBatchIn,
+    ApprovalIn,
+    CheckpointIn,
+    CompleteIn,
+    ConstraintIn,
+    FailIn,
+    MemoryProposalIn,
+    MilestoneIn,
+    MissionIn,
+    ObserveIn,
+    OperationIn,
+    RecordIn,
+    RunIn,
+    StopIn,
 )
 from quests.models import Mission
 from quests.schemas import (
-    ApprovalList, ApprovalOut, CheckpointDetailOut, CheckpointList, CheckpointOut, ConstraintOut, MemoryItemList,
-    MemoryProposalOut, MilestoneOut, MissionList, MissionOut, OperationOut, RecordOut, ResumeBundleOut, RunOut,
+    ApprovalList,
+    ApprovalOut,
+    CheckpointDetailOut,
+    CheckpointList,
+    CheckpointOut,
+    ConstraintOut,
+    MemoryItemList,
+    MemoryProposalOut,
+    MilestoneOut,
+    MissionList,
+    MissionOut,
+    OperationOut,
+    RecordOut,
+    ResumeBundleOut,
+    RunOut,
     RunStartOut,
 )
 from quests.services import approvals, memory, missions, operations, records, runs
@@ -94,7 +119,8 @@ def list_checkpoints(request: HttpRequest, mission_id: int, page: Query[Checkpoi
 @router.get("/checkpoints/{int:checkpoint_id}", response=answers(CheckpointDetailOut, *READ, 404))
 def get_checkpoint(request: HttpRequest, checkpoint_id: int):
     checkpoint = get_for(actor(request), Checkpoint, checkpoint_id)
-    checkpoint.state, checkpoint.agent_state = checkpoint_documents(checkpoint)
+    # CheckpointDetailOut reads both documents as attributes of the row.
+    checkpoint.state, checkpoint.agent_state = checkpoint_documents(checkpoint)  # type: ignore[attr-defined]
     return checkpoint
 
 

@@ -2,17 +2,16 @@
 are LangGraph's own strings (any text, slashes included), so they travel in bodies and query
 strings rather than in paths."""
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 from django.http import HttpRequest
 from ninja import Query, Router, Schema, Status
 from pydantic import AfterValidator, Field, StringConstraints, WithJsonSchema
 
-from quests import limits
+from quests import limits, storable
 from quests.api.auth import actor
 from quests.api.responses import ACT, BODY, READ, answers
-from quests import storable
-from quests.api.schemas import JSON_QUERY_MARKER, STORABLE, In, Int, JsonObject, JSON_VALUE_MARKER, StorableJson
+from quests.api.schemas import JSON_QUERY_MARKER, JSON_VALUE_MARKER, STORABLE, In, Int, JsonObject, StorableJson
 from quests.schemas import ApprovalOut, RunOut
 from quests.services import graph, graph_history, graph_reads, graph_threads
 from quests.services.errors import InvalidInput
@@ -31,7 +30,7 @@ JsonValue = Annotated[Any, StorableJson, WithJsonSchema(JSON_VALUE_MARKER)]
 def _bounded(ge: int, le: int) -> Any:
     # The bounds first, then Int's own rules: pydantic then writes them as `minimum`/`maximum`
     # in the document (after them, it would not).
-    return Annotated[int, Field(ge=ge, le=le), *Int.__metadata__]
+    return Annotated[int, Field(ge=ge, le=le), *get_args(Int)[1:]]
 
 
 Index = _bounded(-1000, 1_000_000)

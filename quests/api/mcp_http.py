@@ -5,6 +5,7 @@ JSON answer, no session kept between requests — so the same WSGI server (`runs
 `make run`, gunicorn's threaded workers for `make serve`) serves it beside the pages and the API.
 The tools run on this request's thread (questlog_client.mcp.tools over quests/api/mcp_backend.py)."""
 
+from collections.abc import MutableMapping
 from functools import cache
 from typing import Any
 
@@ -135,7 +136,7 @@ async def served(scope: dict[str, Any], body: bytes) -> tuple[int, list[tuple[by
         await answered.wait()  # the client stays connected until the answer is complete
         return {"type": "http.disconnect"}
 
-    async def send(message: dict[str, Any]) -> None:
+    async def send(message: MutableMapping[str, Any]) -> None:
         if message["type"] == "http.response.start":
             start.update(message)
         elif message["type"] == "http.response.body":

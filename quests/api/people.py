@@ -7,7 +7,14 @@ from quests.api.auth import actor
 from quests.api.responses import ACT, BODY, answers
 from quests.api.schemas import DecisionIn, MemoryDecisionIn, RestoreIn, ReviewIn
 from quests.schemas import (
-    ApprovalOut, ConstraintOut, ForgetOut, MemoryProposalOut, MilestoneOut, MissionOut, RestoreOut, StandingDecisionOut,
+    ApprovalOut,
+    ConstraintOut,
+    ForgetOut,
+    MemoryProposalOut,
+    MilestoneOut,
+    MissionOut,
+    RestoreOut,
+    StandingDecisionOut,
 )
 from quests.services import approvals, memory, missions, standing
 
@@ -48,7 +55,7 @@ def cancel(request: HttpRequest, mission_id: int):
 @router.post("/missions/{int:mission_id}/restore", response=answers(RestoreOut, *DECIDE))
 def restore(request: HttpRequest, mission_id: int, body: RestoreIn):
     mission, checkpoint = missions.mission_restore(actor=actor(request), mission_id=mission_id, checkpoint_id=body.checkpoint_id)
-    mission.checkpoint = checkpoint
+    mission.checkpoint = checkpoint  # type: ignore[attr-defined]  # RestoreOut reads it beside the mission's fields
     return mission
 
 

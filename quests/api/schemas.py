@@ -5,7 +5,7 @@ integers (never "3" or 3.0), and a free-form object's keys and values held to th
 (quests.storable), nesting at most quests.limits.JSON_DEPTH_MAX levels."""
 
 import re
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
 from ninja import Schema
@@ -119,7 +119,7 @@ def _in_utc(value: datetime) -> datetime:
     # PostgreSQL keeps offsets only up to ±15:59 while RFC 3339 allows ±23:59: the moment is the
     # same in UTC, and nothing else reads the offset it came with.
     try:
-        return value.astimezone(timezone.utc)
+        return value.astimezone(UTC)
     except OverflowError:
         raise ValueError("Input should be a date-time between the years 1 and 9999 in UTC") from None
 
@@ -131,7 +131,7 @@ Bool = Annotated[bool, Strict()]
 
 
 # Fields a body does not name are ignored, but the parser holds their text to the same rule.
-ANY_OTHER_FIELDS = {"propertyNames": {"pattern": STORABLE}, "additionalProperties": JSON_VALUE_MARKER}
+ANY_OTHER_FIELDS: dict[str, Any] = {"propertyNames": {"pattern": STORABLE}, "additionalProperties": JSON_VALUE_MARKER}
 
 
 def required_when(field: str, value: str, then: dict[str, Any]) -> dict[str, Any]:
@@ -149,7 +149,7 @@ class In(Schema):
 
 
 class PlannedMilestoneIn(In):
-    kind: Literal[tuple(MilestoneKind.values)]  # type: ignore[valid-type]
+    kind: Literal[tuple(MilestoneKind.values)]
     title: Annotated[str, StringConstraints(min_length=1, max_length=limits.PLANNED_MILESTONE_TITLE, pattern=STORABLE)]
 
 
@@ -235,7 +235,7 @@ class ApprovalBatchIn(In):
 
 
 class MilestoneIn(In):
-    kind: Literal[tuple(MilestoneKind.values)]  # type: ignore[valid-type]
+    kind: Literal[tuple(MilestoneKind.values)]
     title: text(max_length=limits.MILESTONE_TITLE)
     summary: text(blank=True) = ""
     evidence: at_most(Int, limits.MILESTONE_EVIDENCE_MAX) | None = None

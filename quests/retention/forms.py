@@ -45,6 +45,7 @@ class StaffPolicyForm(RetentionPolicyForm):
 
     def clean(self) -> dict:
         data = super().clean()
+        assert data is not None  # Form.clean answers cleaned_data
         if data.get("grace_days") == 0 and not data.get("zero_grace_confirmed"):
             self.add_error(
                 "grace_days",
@@ -66,6 +67,7 @@ class HoldForm(forms.Form):
 
     def clean(self) -> dict:
         data = super().clean()
+        assert data is not None  # Form.clean answers cleaned_data
         has_mission = data.get("mission_id") is not None
         has_user = bool((data.get("username") or "").strip())
         if has_mission == has_user and not self.errors.get("mission_id"):

@@ -1,12 +1,12 @@
 """The one place that decides whether a caller may see an object: another user's objects, and
 objects outside an agent token's mission, are 404 (existence is not leaked)."""
 
-from typing import TypeVar
+from typing import TypeVar, overload
 
 from django.db.models import Model, QuerySet
 
 from checkpoints.models import Checkpoint, Operation
-from quests.models import Approval, MemoryItem, MemoryProposal, Milestone, Mission, Run, StandingDecision
+from quests.models import Approval, MemoryItem, MemoryProposal, Milestone, Mission, MissionQuerySet, Run, StandingDecision
 from quests.services.audit import Actor
 from quests.services.errors import Forbidden, NotFound
 
@@ -25,14 +25,18 @@ _MISSION_PATH: dict[type[Model], str] = {
 }
 
 
+@overload
+def visible(actor: Actor, model: type[Mission]) -> MissionQuerySet: ...
+@overload
+def visible(actor: Actor, model: type[M]) -> QuerySet[M]: ...
 def visible(actor: Actor, model: type[M]) -> QuerySet[M]:
     if actor.user is None:
-        return model.objects.none()
+        return model._default_manager.none()
     if model is MemoryItem:
-        return model.objects.filter(owner=actor.user)
+        return model._default_manager.filter(owner=actor.user)
     path = _MISSION_PATH[model]
     prefix = f"{path}__" if path else ""
-    qs = model.objects.filter(**{f"{prefix}owner": actor.user})
+    qs = model._default_manager.filter(**{f"{prefix}owner": actor.user})
     if actor.token is not None and actor.token.mission_id is not None:
         qs = qs.filter(**{f"{prefix}pk" if not path else f"{path}_id": actor.token.mission_id})
     return qs

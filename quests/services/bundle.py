@@ -8,18 +8,30 @@ checkpoint's agent state, which needs the head's refs. Each read loads only the 
 bundle shows, and the answer is built straight from those rows: validating rows just read from
 the database again (pydantic through django-ninja's attribute getter) cost more than the reads."""
 
-from typing import Any
+from typing import Any, cast
 
-from django.db.models import Exists, Model, OuterRef, QuerySet, Subquery
+from django.db.models import Exists, ForeignKey, Model, OuterRef, QuerySet, Subquery
+from pydantic import BaseModel
 
-from checkpoints.models import DURABLE_RECORD_KINDS, Checkpoint, Operation, OperationStatus, Record
+from checkpoints.models import DURABLE_RECORD_KINDS, Checkpoint, Operation, OperationStatus, Record, RecordKind
 from checkpoints.roundtrip import one_round_trip
 from checkpoints.services import checkpoint_agent_state
 from quests.models import Approval, ApprovalStatus, Constraint, Milestone, Mission, Run, StandingDecision
 from quests.schemas import (
-    ApprovalSummaryOut, BundleCheckpointOut, CheckpointRefOut, ConstraintSummaryOut, MemoryEntryOut,
-    MilestoneSummaryOut, MissionSummaryOut, OperationGroupsOut, OperationOut, RecordOut, ResumeBundleOut,
-    StandingDecisionOut, construct, construct_all,
+    ApprovalSummaryOut,
+    BundleCheckpointOut,
+    CheckpointRefOut,
+    ConstraintSummaryOut,
+    MemoryEntryOut,
+    MilestoneSummaryOut,
+    MissionSummaryOut,
+    OperationGroupsOut,
+    OperationOut,
+    RecordOut,
+    ResumeBundleOut,
+    StandingDecisionOut,
+    construct,
+    construct_all,
 )
 from quests.services import machine
 from quests.services.access import visible
@@ -55,8 +67,8 @@ def pending_annotations() -> dict[str, Any]:
     }
 
 
-def pending_of(mission: Mission) -> machine.Pending:
-    """The Pending of a mission read with `pending_annotations`."""
+def pending_of(mission: Any) -> machine.Pending:
+    """The Pending of a mission read with `pending_annotations` (attributes the stubs cannot follow)."""
     return machine.Pending(
         approval_action=mission.pending_approval_action,
         milestone_title=mission.gate_awaiting_review,
@@ -103,13 +115,14 @@ def bundle_schema(mission: Mission | int, *, actor: Actor | None = None, for_new
 
 def _bundle(source: Mission | QuerySet[Mission], mission_id: int, owner: Any, *, for_new_run: bool) -> ResumeBundleOut:
     missing: list[str] = []
+    reads: list[QuerySet[Any]]
     if isinstance(source, QuerySet):
         reads = [source.select_related("head_checkpoint", "last_verified_checkpoint")]
     else:
         # A row the caller already holds: only the checkpoints it was not read with are fetched.
         missing = [
             relation for relation in ("head_checkpoint", "last_verified_checkpoint")
-            if getattr(source, f"{relation}_id") is not None and not Mission._meta.get_field(relation).is_cached(source)
+            if getattr(source, f"{relation}_id") is not None and not cast(ForeignKey, Mission._meta.get_field(relation)).is_cached(source)
         ]
         reads = [Checkpoint.objects.filter(pk=getattr(source, f"{relation}_id")) for relation in missing]
     rows = one_round_trip(
@@ -133,7 +146,7 @@ def _bundle(source: Mission | QuerySet[Mission], mission_id: int, owner: Any, *,
         for relation, found in zip(missing, rows):
             setattr(mission, relation, found[0] if found else None)
 
-    operations: dict[str, list] = {group: [] for group in OPERATION_GROUPS.values()}
+    operations: dict[str, Any] = {group: [] for group in OPERATION_GROUPS.values()}
     for op in ledger:
         operations[OPERATION_GROUPS[op.status]].append(construct(OperationOut, op))
     records = _sections(live_records)
@@ -169,15 +182,15 @@ def _live_records(mission_id: int) -> QuerySet[Record]:
     return _shown(Record.objects.live().filter(mission_id=mission_id, kind__in=DURABLE_RECORD_KINDS).order_by("id"), RecordOut, "blob")
 
 
-def _sections(live_records: list[Record]) -> dict[str, list[RecordOut]]:
-    """The live records by the bundle's section."""
-    records: dict[str, list] = {section: [] for section in DURABLE_SECTIONS.values()}
+def _sections(live_records: list[Record]) -> dict[str, Any]:
+    """The live records by the bundle's section (lists of RecordOut)."""
+    records: dict[str, list[RecordOut]] = {section: [] for section in DURABLE_SECTIONS.values()}
     for record in live_records:
-        records[DURABLE_SECTIONS[record.kind]].append(construct(RecordOut, record))
+        records[DURABLE_SECTIONS[RecordKind(record.kind)]].append(construct(RecordOut, record))
     return records
 
 
-def _shown(queryset: QuerySet[Model], schema: type, *extra: str) -> QuerySet[Model]:
+def _shown[M: Model](queryset: QuerySet[M], schema: type[BaseModel], *extra: str) -> QuerySet[M]:
     """Only the columns `schema` shows (plus `extra`, which its resolvers or the bundle read)."""
     by_attname = {f.attname: f.name for f in queryset.model._meta.concrete_fields}
     shown = [by_attname[name] for name in schema.model_fields if name in by_attname]

@@ -10,7 +10,7 @@ approval that the next run of the graph waits for. Channel values arrive already
 client ({"type", "data"}) and are stored as content-addressed blobs, one per channel and version:
 a checkpoint sends only the channels in LangGraph's `new_versions` and refers to the others."""
 
-from typing import Any
+from typing import Any, Literal, overload
 
 from django.db import IntegrityError, transaction
 from django.db.models import Q, QuerySet, Subquery
@@ -21,10 +21,10 @@ from checkpoints.pruning import blob_writers_guard_expression
 from checkpoints.services import canonical_json, sha256_hex
 from quests.models import ApprovalStatus, GraphThread, Mission, MissionStatus, Run
 from quests.services import approvals, machine, missions, runs, savestate
-from quests.services.locking import named_now
 from quests.services.access import visible
 from quests.services.audit import Actor
 from quests.services.errors import Conflict, InvalidInput, NotFound, ServiceError, mission_not_startable
+from quests.services.locking import named_now
 
 SESSION_AGENT = "langgraph"
 # What a save may find the mission doing, besides running or ready to run: after an interrupt the
@@ -56,6 +56,10 @@ def thread_mission_id(actor: Actor, thread_id: str) -> Subquery:
     return Subquery(holder.values("mission_id")[:1])
 
 
+@overload
+def lock_thread(actor: Actor, thread_id: str, *, title: str = "", create: Literal[True] = True, mission_id: int | None = None) -> Mission: ...
+@overload
+def lock_thread(actor: Actor, thread_id: str, *, title: str = "", create: bool, mission_id: int | None = None) -> Mission | None: ...
 def lock_thread(actor: Actor, thread_id: str, *, title: str = "", create: bool = True, mission_id: int | None = None) -> Mission | None:
     """The mission holding `thread_id`, its row locked (one statement, with its session run and the
     blob writers' lock); created on first use when `create`, or held by the caller's existing
@@ -110,6 +114,10 @@ def _joinable(actor: Actor, mission_id: int) -> Mission:
     return mission
 
 
+@overload
+def session_run(actor: Actor, mission: Mission, *, saving: Literal[False]) -> Run: ...
+@overload
+def session_run(actor: Actor, mission: Mission, *, saving: bool = True) -> Run | None: ...
 def session_run(actor: Actor, mission: Mission, *, saving: bool = True) -> Run | None:
     """The run the graph's writes belong to: the mission's active run, or a new one. Saving what
     the graph did up to an interrupt while the mission waits for a person needs none (`saving`):
@@ -143,7 +151,7 @@ def _beat(run: Run | None) -> None:
 
 # --- Checkpoints --------------------------------------------------------------------------------
 
-def encoded(value: dict[str, Any]) -> tuple[str, bytes]:
+def encoded(value: dict[str, Any] | None) -> tuple[str, bytes]:
     content = canonical_json(value)
     return sha256_hex(content), content
 

@@ -11,7 +11,6 @@ from checkpoints.services import blobs_get
 from quests.services.audit import Actor
 from quests.services.graph import encoded, thread_mission_id
 
-
 EMPTY_SHAS = frozenset({encoded({"type": "empty"})[0], encoded({"type": "empty", "data": None})[0]})
 # How many of a namespace's checkpoints one query reads while walking a parent chain.
 ANCESTORS_WINDOW = 100

@@ -15,7 +15,7 @@ from django.db.models import Max, Q, QuerySet
 from django.utils import timezone
 
 from checkpoints.models import Checkpoint, GraphCheckpoint, GraphWrite, Operation, OperationStatus
-from quests.models import GraphThread, Mission, MissionStatus, StopReason, TERMINAL_STATUSES
+from quests.models import TERMINAL_STATUSES, GraphThread, Mission, MissionStatus, StopReason
 from quests.retention.services.holds import held_mission_ids, held_user_ids
 from quests.retention.services.purge import purge_missions, release_blobs
 from quests.services import machine, pending, savestate

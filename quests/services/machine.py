@@ -16,8 +16,8 @@ from checkpoints.roundtrip import RoundTrip
 from notifications.events import notify_mission_moved
 from quests.models import (
     Approval,
-    AuditEvent,
     ApprovalStatus as A,
+    AuditEvent,
     MemoryProposal,
     Milestone,
     Mission,
@@ -26,10 +26,10 @@ from quests.models import (
     Run,
     StopReason,
 )
+from quests.retention.services.expiry import retention_mission_ended
 from quests.services.audit import Actor, audit, audit_event
 from quests.services.errors import Conflict
 from quests.services.preferences import moment
-from quests.retention.services.expiry import retention_mission_ended
 
 Moves = dict[str, tuple[frozenset[str], frozenset[str]]]
 
@@ -252,27 +252,27 @@ def transition(
     _check(TRANSITIONS, mission.status, event, to, _mission_refusal)
     previous = mission.status
     mission.status = to
-    fields = ["status", "updated_at", "state_version", *fields]
+    changed = ["status", "updated_at", "state_version", *fields]
     if stop_reason is not None:
         mission.stop_reason = stop_reason
         mission.stop_detail = detail or ""
         mission.retry_at = retry_at
-        fields += ["stop_reason", "stop_detail", "retry_at"]
+        changed += ["stop_reason", "stop_detail", "retry_at"]
     if to in (S.CANCELLED, S.COMPLETED):
         mission.ended_at = timezone.now()
-        fields.append("ended_at")
+        changed.append("ended_at")
         # The one place missions end: from here their working state starts to expire.
-        fields += retention_mission_ended(mission)
+        changed += retention_mission_ended(mission)
     mission.state_version += 1
-    event = audit_event(
+    moved = audit_event(
         actor=actor, mission=mission, entity="mission", entity_id=mission.pk, action=event, from_state=previous,
         to_state=to, stop_reason=stop_reason, detail=detail or "",
     )
     notify_mission_moved(mission, to)
     if save:
-        mission.save(update_fields=fields)
-        event.save()
-    return event
+        mission.save(update_fields=changed)
+        moved.save()
+    return moved
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@
 
 Every change goes through the state machine, so each one writes its audit event."""
 
-from typing import Literal
+from typing import Final, Literal
 
 from django.utils import timezone
 
@@ -15,8 +15,8 @@ from quests.models import ApprovalStatus, Mission, ReviewStatus
 from quests.services import machine
 from quests.services.audit import Actor
 
-ENDED = "ended"
-RESTORED = "restored"
+ENDED: Final = "ended"
+RESTORED: Final = "restored"
 
 
 def pending_end(mission: Mission, *, actor: Actor, because: Literal["ended", "restored"]) -> None:

@@ -1,8 +1,7 @@
 """Presentation helpers for the pages: labels, readable values, form problems, demo credentials."""
 
 import json
-from datetime import datetime
-from datetime import timezone as dt_timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from django import template
@@ -240,7 +239,7 @@ def when(value: datetime | None, relative: bool = False) -> SafeString:
             text = f"{timesince(value, now, depth=1)} ago"
         else:
             text = f"in {timeuntil(value, now, depth=1)}"
-    return format_html('<time datetime="{}" title="{}">{}</time>', value.astimezone(dt_timezone.utc).isoformat(), written, text)
+    return format_html('<time datetime="{}" title="{}">{}</time>', value.astimezone(UTC).isoformat(), written, text)
 
 
 @register.simple_tag

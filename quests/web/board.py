@@ -12,6 +12,7 @@ from django.views.decorators.vary import vary_on_headers
 from quests import selectors
 from quests.models import MissionStatus
 from quests.storable import Unstorable
+from quests.web import HtmxHttpRequest
 from quests.web.live import poll_every
 from quests.web.pages import Problem, page, render_page, search_text
 
@@ -55,7 +56,7 @@ def board_context(request: HttpRequest, problem: Problem | None = None) -> dict[
 
 @login_required
 @vary_on_headers("HX-Request")
-def board(request: HttpRequest) -> HttpResponse:
+def board(request: HtmxHttpRequest) -> HttpResponse:
     since = request.GET.get("since")
     if request.htmx and since:
         status, q, page_number, refused = board_state(request)

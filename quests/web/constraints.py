@@ -7,6 +7,7 @@ from django.views.decorators.http import require_POST
 from quests.forms import ConstraintForm
 from quests.models import Constraint, Mission
 from quests.services import missions
+from quests.web import HtmxHttpRequest
 from quests.web.pages import act, actor, get_or_404, mission_url
 
 
@@ -20,7 +21,7 @@ def _constraint_or_404(request: HttpRequest, pk: int, cid: int) -> Constraint:
 
 @login_required
 @require_POST
-def constraint_add(request: HttpRequest, pk: int) -> HttpResponse:
+def constraint_add(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     get_or_404(request, Mission, pk)
     form = ConstraintForm(request.POST)
     return act(
@@ -31,7 +32,7 @@ def constraint_add(request: HttpRequest, pk: int) -> HttpResponse:
 
 @login_required
 @require_POST
-def constraint_edit(request: HttpRequest, pk: int, cid: int) -> HttpResponse:
+def constraint_edit(request: HtmxHttpRequest, pk: int, cid: int) -> HttpResponse:
     _constraint_or_404(request, pk, cid)
     form = ConstraintForm(request.POST)
     return act(
@@ -42,7 +43,7 @@ def constraint_edit(request: HttpRequest, pk: int, cid: int) -> HttpResponse:
 
 @login_required
 @require_POST
-def constraint_retire(request: HttpRequest, pk: int, cid: int) -> HttpResponse:
+def constraint_retire(request: HtmxHttpRequest, pk: int, cid: int) -> HttpResponse:
     _constraint_or_404(request, pk, cid)
     return act(
         request, origin=mission_url(pk), target=("constraint", cid),

@@ -7,8 +7,8 @@ from urllib.parse import urlencode
 from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
-from django.urls import reverse
 from django.template.loader import render_to_string
+from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 from django.views.decorators.vary import vary_on_headers
 
@@ -17,6 +17,7 @@ from quests.context_processors import inbox_badge
 from quests.forms import DecisionForm, ReviewForm
 from quests.models import Approval, Milestone
 from quests.services import approvals, standing
+from quests.web import HtmxHttpRequest
 from quests.web.pages import Problem, act, actor, get_or_404, mission_url, page, query_number, render_page, unsent_problem
 
 TEMPLATE = "quests/inbox.html"
@@ -61,7 +62,7 @@ def inbox_context(request: HttpRequest, problem: Problem | None = None) -> dict[
 
 @login_required
 @vary_on_headers("HX-Request")
-def inbox(request: HttpRequest) -> HttpResponse:
+def inbox(request: HtmxHttpRequest) -> HttpResponse:
     problem = None if request.htmx else unsent_problem(request)
     return render_page(request, TEMPLATE, inbox_context(request, problem), fragments=FRAGMENTS)
 
@@ -78,7 +79,7 @@ def inbox_count_badge(request: HttpRequest) -> HttpResponse:
 
 @login_required
 @require_POST
-def approval_decide(request: HttpRequest, pk: int) -> HttpResponse:
+def approval_decide(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     approval = get_or_404(request, Approval, pk)
     form = DecisionForm(request.POST)
 
@@ -94,7 +95,7 @@ def approval_decide(request: HttpRequest, pk: int) -> HttpResponse:
 
 @login_required
 @require_POST
-def milestone_review(request: HttpRequest, pk: int) -> HttpResponse:
+def milestone_review(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     milestone = get_or_404(request, Milestone, pk)
     form = ReviewForm(request.POST)
 
@@ -107,7 +108,7 @@ def milestone_review(request: HttpRequest, pk: int) -> HttpResponse:
 
 @login_required
 @require_POST
-def approval_undo(request: HttpRequest, pk: int) -> HttpResponse:
+def approval_undo(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     approval = get_or_404(request, Approval, pk)
     return act(
         request, origin=mission_url(approval.mission_id), target=("undo", pk),
@@ -117,7 +118,7 @@ def approval_undo(request: HttpRequest, pk: int) -> HttpResponse:
 
 @login_required
 @require_POST
-def standing_decision_revoke(request: HttpRequest, pk: int, sid: int) -> HttpResponse:
+def standing_decision_revoke(request: HtmxHttpRequest, pk: int, sid: int) -> HttpResponse:
     return act(
         request, origin=mission_url(pk), target=("standingdecision", sid),
         do=lambda: standing.standing_decision_revoke(actor=actor(request), mission_id=pk, standing_id=sid),

@@ -44,7 +44,7 @@ class LockoutMessageMixin:
             return super().clean()
         except ValidationError:
             if getattr(self.request, "axes_locked_out", False):
-                raise ValidationError(lockout_message(self.request), code="locked_out")
+                raise ValidationError(lockout_message(self.request), code="locked_out") from None
             raise
 
 

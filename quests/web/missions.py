@@ -16,6 +16,7 @@ from quests import selectors
 from quests.forms import RestoreForm
 from quests.models import Mission
 from quests.services import missions
+from quests.web import HtmxHttpRequest
 from quests.web.live import poll_every
 from quests.web.pages import Problem, act, actor, answer, get_or_404, mission_url, page, query_number, render_page, unsent_problem
 
@@ -84,7 +85,7 @@ def window_links(base: str, page_data: selectors.MissionPage) -> dict[str, str |
 
 @login_required
 @vary_on_headers("HX-Request")
-def mission_detail(request: HttpRequest, pk: int) -> HttpResponse:
+def mission_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     mission = get_or_404(request, Mission, pk)
     since = request.GET.get("since")
     if request.htmx and since and since == selectors.mission_version(mission):
@@ -95,19 +96,19 @@ def mission_detail(request: HttpRequest, pk: int) -> HttpResponse:
 
 @login_required
 @require_POST
-def mission_pause(request: HttpRequest, pk: int) -> HttpResponse:
+def mission_pause(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     get_or_404(request, Mission, pk)
     return act(request, origin=mission_url(pk), target=("controls", pk), do=lambda: missions.mission_pause(actor=actor(request), mission_id=pk))
 
 
 @login_required
 @require_POST
-def mission_unpause(request: HttpRequest, pk: int) -> HttpResponse:
+def mission_unpause(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     get_or_404(request, Mission, pk)
     return act(request, origin=mission_url(pk), target=("controls", pk), do=lambda: missions.mission_unpause(actor=actor(request), mission_id=pk))
 
 
-def _confirm(request: HttpRequest, context: dict[str, Any], *, status: int = 200) -> HttpResponse:
+def _confirm(request: HtmxHttpRequest, context: dict[str, Any], *, status: int = 200) -> HttpResponse:
     """The confirmation step: a panel in place for htmx, its own page for a plain browser."""
     if request.htmx:
         return render(request, "quests/confirm.html#confirm_panel", context, status=status)
@@ -117,7 +118,7 @@ def _confirm(request: HttpRequest, context: dict[str, Any], *, status: int = 200
 @login_required
 @vary_on_headers("HX-Request")
 @require_http_methods(["GET", "POST"])
-def mission_cancel(request: HttpRequest, pk: int) -> HttpResponse:
+def mission_cancel(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     mission = get_or_404(request, Mission, pk)
     if request.method == "GET" or request.POST.get("confirmed") != "yes":
         return _confirm(request, {"mission": mission, "what": "cancel", "page_url": mission_url(pk)})
@@ -127,7 +128,7 @@ def mission_cancel(request: HttpRequest, pk: int) -> HttpResponse:
 @login_required
 @vary_on_headers("HX-Request")
 @require_http_methods(["GET", "POST"])
-def mission_restore(request: HttpRequest, pk: int) -> HttpResponse:
+def mission_restore(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     mission = get_or_404(request, Mission, pk)
     form = RestoreForm(request.POST if request.method == "POST" else request.GET)
     if request.method == "POST" and form.is_valid() and form.cleaned_data["confirmed"]:

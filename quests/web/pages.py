@@ -22,6 +22,7 @@ from quests.forms import first_error
 from quests.services.access import get_for
 from quests.services.audit import Actor
 from quests.services.errors import NotFound, ServiceError
+from quests.web import HtmxHttpRequest
 
 M = TypeVar("M", bound=Model)
 SEARCH_MAX = 200
@@ -71,7 +72,7 @@ def get_or_404(request: HttpRequest, model: type[M], pk: int) -> M:
     try:
         return get_for(actor(request), model, pk)
     except NotFound:
-        raise Http404(f"No {model._meta.verbose_name} with id {pk}.")
+        raise Http404(f"No {model._meta.verbose_name} with id {pk}.") from None
 
 
 # Larger numbers are no checkpoint's number or id (and would overflow the database's integers).
@@ -94,10 +95,10 @@ def _with_inbox_count(request: HttpRequest, html: str, counted: int | None = Non
     return html + render_to_string("quests/_inbox_count.html", inbox_badge(request.user, oob=True, counted=counted))
 
 
-def render_page(request: HttpRequest, template: str, context: dict[str, Any], *, fragments: set[str] | frozenset[str], status: int = 200) -> HttpResponse:
+def render_page(request: HtmxHttpRequest, template: str, context: dict[str, Any], *, fragments: set[str] | frozenset[str], status: int = 200) -> HttpResponse:
     """The full page, or the fragment an htmx request targets (`page.html#fragment`)."""
     target = request.htmx.target if request.htmx else None
-    if target in fragments:
+    if target is not None and target in fragments:
         html = render_to_string(f"{template}#{target.replace('-', '_')}", context, request)
         return HttpResponse(_with_inbox_count(request, html, context.get("inbox_count")), status=status)
     return render(request, template, context, status=status)
@@ -131,11 +132,11 @@ def _as_seen_at(request: HttpRequest, origin: str) -> HttpRequest:
     return seen
 
 
-def answer(request: HttpRequest, origin: str, problem: Problem | None) -> HttpResponse:
+def answer(request: HtmxHttpRequest, origin: str, problem: Problem | None) -> HttpResponse:
     """After an action: re-render the page it came from (the targeted fragment for htmx, the whole
     page when there is a form error) or redirect back to it."""
     match = resolve(urlsplit(origin).path)
-    target_page = PAGES[match.url_name]
+    target_page = PAGES[match.url_name or ""]  # every page is named
     status = 422 if problem else 200
     if request.htmx and request.htmx.target not in target_page.fragments:
         return HttpResponseClientRefresh()
@@ -183,14 +184,14 @@ def unsent_problem(request: HttpRequest) -> Problem | None:
         match = resolve(str(kept.get("path") or ""))
     except Resolver404:
         return None
-    target = UNSENT_TARGETS.get(match.url_name, lambda kw: ("unsent", None))(match.kwargs)
+    target = UNSENT_TARGETS.get(match.url_name or "", lambda kw: ("unsent", None))(match.kwargs)
     pressed = BUTTONS.get(values.get("decision") or values.get("action") or "")
     what = f"your “{pressed}”" if pressed else "what you sent"
     message = f"You had been logged out, so {what} was not applied and nothing changed. It is shown again here: send it once more if you still want it."
     return Problem(target, message, values, unsent=True)
 
 
-def act(request: HttpRequest, *, origin: str, target: tuple[str, Any], form=None, do: Callable[[], Any]) -> HttpResponse:
+def act(request: HtmxHttpRequest, *, origin: str, target: tuple[str, Any], form=None, do: Callable[[], Any]) -> HttpResponse:
     """Validate the form, call the service, answer on the page the action came from."""
     problem = None
     if form is not None and not form.is_valid():
@@ -199,7 +200,7 @@ def act(request: HttpRequest, *, origin: str, target: tuple[str, Any], form=None
         try:
             do()
         except NotFound:
-            raise Http404("Nothing with that id here.")
+            raise Http404("Nothing with that id here.") from None
         except ServiceError as exc:
             problem = Problem(target, exc.message, request.POST.dict())
     return answer(request, _origin(request, origin), problem)

@@ -18,6 +18,7 @@ from quests.forms import TokenForm, first_error
 from quests.services import tokens
 from quests.services.errors import ServiceError
 from quests.storable import Unstorable
+from quests.web import HtmxHttpRequest
 from quests.web.pages import Problem, act, page, query_number, render_page, search_text
 
 TEMPLATE = "quests/tokens.html"
@@ -59,7 +60,7 @@ def mcp_host_configs(request: HttpRequest, token: str) -> dict[str, str]:
     with the bearer header, or the `questlog-mcp` command with its environment. JSON written by
     json.dumps, so that any URL or token is quoted correctly."""
     base = request.build_absolute_uri("/").rstrip("/")
-    http = {"type": "http", "url": request.build_absolute_uri(reverse("mcp")), "headers": {"Authorization": f"Bearer {token}"}}
+    http: dict[str, Any] = {"type": "http", "url": request.build_absolute_uri(reverse("mcp")), "headers": {"Authorization": f"Bearer {token}"}}
     stdio = {"command": "questlog-mcp", "env": {"QUESTLOG_URL": base, "QUESTLOG_TOKEN": token}}
     return {
         "mcp_url": http["url"],
@@ -75,7 +76,7 @@ def mcp_host_configs(request: HttpRequest, token: str) -> dict[str, str]:
 @login_required
 @vary_on_headers("HX-Request")
 @require_http_methods(["GET", "POST"])
-def token_list(request: HttpRequest) -> HttpResponse:
+def token_list(request: HtmxHttpRequest) -> HttpResponse:
     if request.method == "GET" or "find" in request.POST:
         context = tokens_context(request)
         return render_page(request, TEMPLATE, context, fragments=FRAGMENTS, status=422 if context["search_problem"] else 200)
@@ -90,14 +91,14 @@ def token_list(request: HttpRequest) -> HttpResponse:
     return render_page(request, TEMPLATE, tokens_context(request, new_token=raw), fragments=FRAGMENTS)
 
 
-def _refused(request: HttpRequest, message: str) -> HttpResponse:
+def _refused(request: HtmxHttpRequest, message: str) -> HttpResponse:
     problem = Problem(("token", "create"), message, request.POST.dict())
     return render_page(request, TEMPLATE, tokens_context(request, problem), fragments=FRAGMENTS, status=422)
 
 
 @login_required
 @require_POST
-def token_revoke(request: HttpRequest, pk: int) -> HttpResponse:
+def token_revoke(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     return act(
         request, origin=reverse("tokens"), target=("agenttoken", pk),
         do=lambda: tokens.token_revoke(user=request.user, token_id=pk),

@@ -19,7 +19,14 @@ from quests.models import Hold, Mission
 from quests.services import approvals, memory, missions, runs
 from quests.services.tokens import token_create
 from tests.builders import (
-    agent_for, ledger_of, new_mission, person, running, verified_then_more_work, waiting_on_approval, waiting_on_gate,
+    agent_for,
+    ledger_of,
+    new_mission,
+    person,
+    running,
+    verified_then_more_work,
+    waiting_on_approval,
+    waiting_on_gate,
 )
 from tests.test_authorization_matrix import EXPECTED, page_routes
 

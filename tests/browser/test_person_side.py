@@ -3,9 +3,8 @@ logging out elsewhere, the API docs page under the Content Security Policy, the 
 ledger with receipts, the checkpoint picture of a short history, the correction rule, times in
 an emulated time zone, and the inbox's order. axe-core scans each new state."""
 
-from datetime import datetime, timedelta
-from datetime import timezone as dt_timezone
 import tempfile
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -181,7 +180,7 @@ def test_approving_a_milestone_with_a_correction_binds_the_agent(page, open_page
 
 def test_times_show_in_the_browsers_time_zone_with_its_name(browser, live_server, alice, width):
     mission, approval = waiting_on_approval(alice)
-    Approval.objects.filter(pk=approval.pk).update(respond_by=datetime(2030, 12, 3, 19, 3, tzinfo=dt_timezone.utc))
+    Approval.objects.filter(pk=approval.pk).update(respond_by=datetime(2030, 12, 3, 19, 3, tzinfo=UTC))
     context = browser.new_context(timezone_id="America/Los_Angeles", viewport=WIDTHS[width])
     page = context.new_page()
     page.goto(live_server.url + "/accounts/login/")

@@ -6,8 +6,8 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils import timezone
 from django.utils.dateparse import parse_date, parse_datetime
 
-from quests.services.audit import Actor
 from quests.retention.services.purge import retention_purge
+from quests.services.audit import Actor
 
 
 def as_of_datetime(raw: str) -> datetime:
@@ -35,7 +35,7 @@ class Command(BaseCommand):
             try:
                 when = as_of_datetime(as_of)
             except ValueError:
-                raise CommandError(f"--as-of must be an ISO date-time such as 2027-01-31T12:00:00+00:00, not “{as_of}”.")
+                raise CommandError(f"--as-of must be an ISO date-time such as 2027-01-31T12:00:00+00:00, not “{as_of}”.") from None
         log = retention_purge(as_of=when, dry_run=dry_run, trigger="command", actor=Actor(system="purge_expired"))
         verb = "Would delete" if dry_run else "Deleted"
         counts = ", ".join(f"{n} {kind.replace('_', ' ')}" for kind, n in log.counts.items()) or "nothing"

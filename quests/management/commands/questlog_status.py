@@ -6,14 +6,13 @@ from django.conf import settings
 from django.core.management.base import BaseCommand
 
 from config.celery import app
-
 from quests.services.snapshots import snapshots_status
 
 # The queues a plain worker consumes (config/settings.py declares them).
 QUEUES = tuple(queue.name for queue in settings.CELERY_TASK_QUEUES)
 
 
-def queue_depths(timeout: float = 2.0) -> dict[str, int] | str:
+def queue_depths(timeout: int = 2) -> dict[str, int] | str:
     """Messages waiting in each queue, or why the broker cannot tell. Redis and the filesystem
     transport answer a passive declare with a count; a broker that is down answers nothing."""
     try:

@@ -22,6 +22,7 @@ import threading
 import time
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
@@ -161,7 +162,7 @@ def throwaway_database(env: dict[str, str], data_dir: Path):
         raise CommandError(f"replaycheck makes throwaway databases on PostgreSQL or SQLite, not {engine}; use --base-url.")
     db = settings.DATABASES["default"]
     name = f"{db['NAME']}_replay_{secrets.token_hex(4)}"[-63:]
-    admin = {"host": db.get("HOST") or None, "port": db.get("PORT") or None, "user": db.get("USER") or None,
+    admin: dict[str, Any] = {"host": db.get("HOST") or None, "port": db.get("PORT") or None, "user": db.get("USER") or None,
              "password": db.get("PASSWORD") or None, "dbname": "postgres", "autocommit": True}
     with psycopg.connect(**admin) as conn:
         conn.execute(f'CREATE DATABASE "{name}"')

@@ -58,7 +58,7 @@ def _stamp_rows(mission_id: int) -> None:
     if mission is None:
         return
     for model, path in WORKING_STATE:
-        model.objects.filter(**{path: mission_id}, retention_class=RetentionClass.WORKING).update(
+        model._default_manager.filter(**{path: mission_id}, retention_class=RetentionClass.WORKING).update(
             expires_at=mission["expires_at"], retention_approved_at=mission["retention_approved_at"]
         )
 

@@ -5,18 +5,27 @@ from collections.abc import Callable, Iterator
 from itertools import batched
 from typing import Any
 
-from django.db.models import Model, QuerySet
+from django.db.models import QuerySet
 from django.utils import timezone
 
 from checkpoints import sections
 from checkpoints.models import Checkpoint, Operation, Record
 from checkpoints.services import blobs_get
 from quests.jsonstream import RawJson, iter_json
-from quests.schemas import (
-    ApprovalOut, CheckpointOut, ConstraintOut, MemoryItemOut, MemoryProposalOut, MilestoneOut, MissionOut, OperationOut,
-    RecordOut, RunOut, dump,
-)
 from quests.models import AgentToken, AuditEvent, MemoryItem, MemoryProposal, Mission
+from quests.schemas import (
+    ApprovalOut,
+    CheckpointOut,
+    ConstraintOut,
+    MemoryItemOut,
+    MemoryProposalOut,
+    MilestoneOut,
+    MissionOut,
+    OperationOut,
+    RecordOut,
+    RunOut,
+    dump,
+)
 from quests.services.access import require_person
 from quests.services.audit import Actor
 
@@ -69,7 +78,8 @@ def _iso(value: Any) -> str | None:
     return value.isoformat() if value else None
 
 
-def _lifecycle(obj: Model, data: dict[str, Any]) -> dict[str, Any]:
+def _lifecycle(obj: Any, data: dict[str, Any]) -> dict[str, Any]:
+    """`data` with the lifecycle fields every kept row has (memory items, proposals, ...)."""
     return {
         **data,
         "lifecycle": {

@@ -30,6 +30,7 @@ def retention_policy_update(*, actor: Actor, **values: int) -> RetentionPolicy:
         # first just wrote and no change is silently dropped.
         RetentionPolicy.objects.select_for_update().get(pk=RetentionPolicy.current().pk)
         latest = RetentionPolicy.objects.order_by("-id").first()
+        assert latest is not None  # current() above made the first one if there was none
         before = {name: getattr(latest, name) for name in POLICY_FIELDS}
         policy = RetentionPolicy.objects.create(**{**before, **values}, updated_by=actor.user)
         changed = {name: [before[name], getattr(policy, name)] for name in POLICY_FIELDS if before[name] != getattr(policy, name)}
