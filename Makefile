@@ -45,13 +45,14 @@ TEST_BROKER_URL ?= redis://127.0.0.1:6379/10
 TEST_WORKERS ?= 3
 PYTEST := DATABASE_URL=$(TEST_DATABASE_URL) CELERY_BROKER_URL=$(TEST_BROKER_URL) $(PY) -m pytest -p xdist -n $(TEST_WORKERS) --maxschedchunk 2
 
-# ruff (lint with isort, and the formatter's check) and mypy with django-stubs, as pyproject.toml configures them.
+# ruff (lint with isort, and the formatter's check) and mypy with django-stubs, as pyproject.toml
+# configures them; the gates `make test` passes first. `ruff format .` and `ruff check --fix .` fix most.
 lint: install
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
 
-test: install
+test: install lint
 	@scripts/ensure-services
 	$(PYTEST) $(PYTEST_ARGS)
 

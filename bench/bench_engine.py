@@ -68,6 +68,7 @@ class Agent:
 
 # ---- 1. checkpoint writes per second -------------------------------------------------------------
 
+
 def bench_writes(agent: Agent) -> dict[str, float]:
     _, api_run = agent.mission_with_run("Write throughput (API)")
     _, svc_run = agent.mission_with_run("Write throughput (service)")
@@ -94,7 +95,9 @@ def bench_writes(agent: Agent) -> dict[str, float]:
         service_seconds += time.perf_counter() - start
     api, service = WRITES / api_seconds, WRITES / service_seconds
 
-    print(f"\n== checkpoint writes ({WRITES} each, in alternating rounds of {ROUND}, ~{state.size() // 1000} KB agent state of 20 keys, one key changed per checkpoint)")
+    print(
+        f"\n== checkpoint writes ({WRITES} each, in alternating rounds of {ROUND}, ~{state.size() // 1000} KB agent state of 20 keys, one key changed per checkpoint)"
+    )
     common.figure("checkpoint writes/s (API, POST /api/v1/runs/{id}/checkpoints)", api)
     common.figure("checkpoint writes/s (service, records.checkpoint_create)", service)
     common.figure("API / service throughput ratio", api / service, fmt=".2f")
@@ -103,6 +106,7 @@ def bench_writes(agent: Agent) -> dict[str, float]:
 
 
 # ---- 2. resume bundle latency --------------------------------------------------------------------
+
 
 def live_state(agent: Agent, run_id: int) -> None:
     """The same live state on every mission: records of each kind, some resolved, a ledger."""
@@ -115,14 +119,16 @@ def live_state(agent: Agent, run_id: int) -> None:
     records.record_create(actor=agent.actor, run_id=run_id, kind="tool_output", text="search results " * 400)
     for i in range(6):
         op, _ = operations.operation_plan(
-            actor=agent.actor, run_id=run_id, key=f"email-{i}", kind="email.send", target=f"venue-{i}@example.com",
+            actor=agent.actor,
+            run_id=run_id,
+            key=f"email-{i}",
+            kind="email.send",
+            target=f"venue-{i}@example.com",
             request={"subject": f"Quote request {i}", "body": "Could you send a quote for 12 people?"},
         )
         if i < 5:
             operations.operation_attempt(actor=agent.actor, operation_id=op.pk)
-            operations.operation_complete(
-                actor=agent.actor, operation_id=op.pk, external_id=f"msg-{i}", external_status="sent", receipt={"n": i}
-            )
+            operations.operation_complete(actor=agent.actor, operation_id=op.pk, external_id=f"msg-{i}", external_status="sent", receipt={"n": i})
 
 
 def build_history(mission_id: int, run_id: int, checkpoints: int) -> float:
@@ -137,8 +143,13 @@ def build_history(mission_id: int, run_id: int, checkpoints: int) -> float:
         mission = Mission.objects.select_for_update().get(pk=mission_id)
         document = state_document(mission)
         template = storage.checkpoint_write(
-            mission_id=mission_id, run_id=run_id, parent=mission.head_checkpoint, seq=mission.next_checkpoint_seq,
-            trigger="agent", state=document, agent_state=state.state,
+            mission_id=mission_id,
+            run_id=run_id,
+            parent=mission.head_checkpoint,
+            seq=mission.next_checkpoint_seq,
+            trigger="agent",
+            state=document,
+            agent_state=state.state,
         )
     fields = {f.attname: getattr(template, f.attname) for f in Checkpoint._meta.concrete_fields if not f.primary_key}
     refs = dict(template.agent_state_refs)
@@ -151,11 +162,19 @@ def build_history(mission_id: int, run_id: int, checkpoints: int) -> float:
             content = storage.canonical_json(agent_state[changed])
             refs[changed], sizes[changed] = storage.sha256_hex(content), len(content)
             contents.append(content)
-            rows.append(Checkpoint(**{
-                **fields, "seq": seq, "agent_state_refs": dict(refs), "hash": storage.document_hash(template.state_refs, refs),
-                "agent_state_bytes": sum(sizes.values()), "size_bytes": fields["size_bytes"] - fields["agent_state_bytes"] + sum(sizes.values()),
-                "new_bytes": len(content),
-            }))
+            rows.append(
+                Checkpoint(
+                    **{
+                        **fields,
+                        "seq": seq,
+                        "agent_state_refs": dict(refs),
+                        "hash": storage.document_hash(template.state_refs, refs),
+                        "agent_state_bytes": sum(sizes.values()),
+                        "size_bytes": fields["size_bytes"] - fields["agent_state_bytes"] + sum(sizes.values()),
+                        "new_bytes": len(content),
+                    }
+                )
+            )
             seq += 1
         with transaction.atomic():
             storage.blobs_put(contents)
@@ -214,6 +233,7 @@ LIVE_SECTIONS = ("constraints", "decisions", "open_questions", "blockers", "depe
 
 def _check_comparable(bodies: dict[int, dict]) -> None:
     """Only the history may differ between the two missions: their bundles carry the same live state."""
+
     def shape(body: dict) -> dict:
         counts = {section: len(body[section]) for section in LIVE_SECTIONS}
         return {**counts, **{f"operations.{g}": len(ops) for g, ops in body["operations"].items()}}
@@ -225,6 +245,7 @@ def _check_comparable(bodies: dict[int, dict]) -> None:
 
 
 # ---- 3. bytes stored per checkpoint --------------------------------------------------------------
+
 
 def relation_sizes() -> dict[str, dict[str, int]]:
     """Per table: heap, TOAST and index bytes (pg_total_relation_size is their sum)."""
@@ -245,8 +266,7 @@ def checkpoint_row_sizes(ids: list[int]) -> dict[str, float]:
     columns = ("agent_state_refs", "state_refs", "compaction_report")
     with connection.cursor() as cursor:
         cursor.execute(
-            f"SELECT avg(pg_column_size(c.*)), {', '.join(f'avg(pg_column_size({col}))' for col in columns)}"
-            " FROM checkpoints_checkpoint c WHERE id = ANY(%s)",
+            f"SELECT avg(pg_column_size(c.*)), {', '.join(f'avg(pg_column_size({col}))' for col in columns)} FROM checkpoints_checkpoint c WHERE id = ANY(%s)",
             [ids],
         )
         values = [float(v) for v in cursor.fetchone()]
@@ -282,14 +302,18 @@ def bench_storage(agent: Agent) -> dict[str, float]:
     common.figure("bytes stored per checkpoint (logical, Checkpoint.new_bytes mean)", logical, "bytes", ".0f")
     common.figure(
         "bytes stored per checkpoint (physical, pg_total_relation_size growth of checkpoint + blob tables / N)",
-        physical, "bytes", ".0f",
+        physical,
+        "bytes",
+        ".0f",
     )
     for table in STORAGE_TABLES:
         g = growth[table]
         common.note(f"{table}: heap {g['heap']:.0f} + toast {g['toast']:.0f} + indexes {g['indexes']:.0f} = {g['total']:.0f} bytes per checkpoint")
     common.figure("checkpoint row (pg_column_size, mean)", row["row"], "bytes", ".0f")
-    common.note(f"of which agent_state_refs {row['agent_state_refs']:.0f}, state_refs {row['state_refs']:.0f}, "
-                f"compaction_report {row['compaction_report']:.0f} (as stored, after any compression)")
+    common.note(
+        f"of which agent_state_refs {row['agent_state_refs']:.0f}, state_refs {row['state_refs']:.0f}, "
+        f"compaction_report {row['compaction_report']:.0f} (as stored, after any compression)"
+    )
     common.figure("goal (2 x changed key + 1 KB)", goal, "bytes", ".0f")
     common.figure("physical bytes per checkpoint within goal", "yes" if physical <= goal else "NO")
     return {"changed_key": changed_key, "logical": logical, "physical": physical, "goal": goal, "row": row["row"]}
@@ -304,24 +328,36 @@ def main() -> None:
             s = bench_storage(agent)
         with common.phase("resume bundle"):
             b = bench_bundle(agent)
-    common.table("save-state engine on PostgreSQL", [
-        ("checkpoint writes/s, API", f"{writes['api']:.1f}", ""),
-        ("checkpoint writes/s, service", f"{writes['service']:.1f}", ""),
-        ("API / service", f"{writes['api'] / writes['service']:.2f}", ""),
-        (f"resume p50 API, {SHORT_HISTORY} / {LONG_HISTORY} checkpoints",
-         f"{b[f'api_p50_{SHORT_HISTORY}']:.2f} / {b[f'api_p50_{LONG_HISTORY}']:.2f} ms", ""),
-        (f"resume p95 API, {SHORT_HISTORY} / {LONG_HISTORY} checkpoints",
-         f"{b[f'api_p95_{SHORT_HISTORY}']:.2f} / {b[f'api_p95_{LONG_HISTORY}']:.2f} ms", ""),
-        ("resume p50 ratio, API", f"{b['api_ratio']:.2f}", f"<= {BUNDLE_GOAL}"),
-        (f"resume p50 service, {SHORT_HISTORY} / {LONG_HISTORY} checkpoints",
-         f"{b[f'service_p50_{SHORT_HISTORY}']:.2f} / {b[f'service_p50_{LONG_HISTORY}']:.2f} ms", ""),
-        ("resume p50 ratio, service", f"{b['service_ratio']:.2f}", f"<= {BUNDLE_GOAL}"),
-        ("changed key per checkpoint", f"{s['changed_key']:.0f} B", ""),
-        ("bytes/checkpoint, logical (new_bytes)", f"{s['logical']:.0f} B", f"<= {s['goal']:.0f} B"),
-        ("checkpoint row itself (pg_column_size)", f"{s['row']:.0f} B", ""),
-        ("bytes/checkpoint, physical (tables)", f"{s['physical']:.0f} B", f"<= {s['goal']:.0f} B"),
-        (f"load average at the end ({os.cpu_count()} CPUs)", f"{os.getloadavg()[0]:.1f}", ""),
-    ])
+    common.table(
+        "save-state engine on PostgreSQL",
+        [
+            ("checkpoint writes/s, API", f"{writes['api']:.1f}", ""),
+            ("checkpoint writes/s, service", f"{writes['service']:.1f}", ""),
+            ("API / service", f"{writes['api'] / writes['service']:.2f}", ""),
+            (
+                f"resume p50 API, {SHORT_HISTORY} / {LONG_HISTORY} checkpoints",
+                f"{b[f'api_p50_{SHORT_HISTORY}']:.2f} / {b[f'api_p50_{LONG_HISTORY}']:.2f} ms",
+                "",
+            ),
+            (
+                f"resume p95 API, {SHORT_HISTORY} / {LONG_HISTORY} checkpoints",
+                f"{b[f'api_p95_{SHORT_HISTORY}']:.2f} / {b[f'api_p95_{LONG_HISTORY}']:.2f} ms",
+                "",
+            ),
+            ("resume p50 ratio, API", f"{b['api_ratio']:.2f}", f"<= {BUNDLE_GOAL}"),
+            (
+                f"resume p50 service, {SHORT_HISTORY} / {LONG_HISTORY} checkpoints",
+                f"{b[f'service_p50_{SHORT_HISTORY}']:.2f} / {b[f'service_p50_{LONG_HISTORY}']:.2f} ms",
+                "",
+            ),
+            ("resume p50 ratio, service", f"{b['service_ratio']:.2f}", f"<= {BUNDLE_GOAL}"),
+            ("changed key per checkpoint", f"{s['changed_key']:.0f} B", ""),
+            ("bytes/checkpoint, logical (new_bytes)", f"{s['logical']:.0f} B", f"<= {s['goal']:.0f} B"),
+            ("checkpoint row itself (pg_column_size)", f"{s['row']:.0f} B", ""),
+            ("bytes/checkpoint, physical (tables)", f"{s['physical']:.0f} B", f"<= {s['goal']:.0f} B"),
+            (f"load average at the end ({os.cpu_count()} CPUs)", f"{os.getloadavg()[0]:.1f}", ""),
+        ],
+    )
 
 
 if __name__ == "__main__":

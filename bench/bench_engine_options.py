@@ -27,20 +27,51 @@ ROUNDS, SAMPLES = (2, 20) if QUICK else (6, 100)
 def _row(mission, state) -> writes.CheckpointRow:
     refs, contents = savestate.storage.parts(state)
     return writes.CheckpointRow(
-        mission_id=mission.pk, run_id=None, parent_id=mission.head_checkpoint_id, seq=mission.next_checkpoint_seq,
-        trigger="agent", hash=uuid.uuid4().hex, note="", state_refs={}, agent_state_refs=refs, record_watermark=0,
-        size_bytes=0, agent_state_bytes=0, compaction_report={}, blobs=contents, archived_blobs={}, archived_previews={},
-        mission_state_refs={}, mission_state_report={},
+        mission_id=mission.pk,
+        run_id=None,
+        parent_id=mission.head_checkpoint_id,
+        seq=mission.next_checkpoint_seq,
+        trigger="agent",
+        hash=uuid.uuid4().hex,
+        note="",
+        state_refs={},
+        agent_state_refs=refs,
+        record_watermark=0,
+        size_bytes=0,
+        agent_state_bytes=0,
+        compaction_report={},
+        blobs=contents,
+        archived_blobs={},
+        archived_previews={},
+        mission_state_refs={},
+        mission_state_report={},
     )
 
 
 def _params(row: writes.CheckpointRow, run_id: int, owner_id: int) -> dict:
     return {
-        "now": runner.now(), "beat_run_id": run_id, "mission_id": row.mission_id, "run_id": row.run_id, "parent_id": row.parent_id,
-        "seq": row.seq, "trigger": "agent", "hash": row.hash, "note": "", "state_refs": "{}", "agent_state_refs": writes._json(row.agent_state_refs),
-        "record_watermark": 0, "size_bytes": 0, "agent_state_bytes": 0, "compaction_report": "{}", "new_bytes": 0,
-        "mission_state_refs": "{}", "mission_state_report": "{}", "key": uuid.uuid4().hex, "key_scope": f"m{row.mission_id}:bench",
-        "request_hash": "0" * 64, "key_owner_id": owner_id,
+        "now": runner.now(),
+        "beat_run_id": run_id,
+        "mission_id": row.mission_id,
+        "run_id": row.run_id,
+        "parent_id": row.parent_id,
+        "seq": row.seq,
+        "trigger": "agent",
+        "hash": row.hash,
+        "note": "",
+        "state_refs": "{}",
+        "agent_state_refs": writes._json(row.agent_state_refs),
+        "record_watermark": 0,
+        "size_bytes": 0,
+        "agent_state_bytes": 0,
+        "compaction_report": "{}",
+        "new_bytes": 0,
+        "mission_state_refs": "{}",
+        "mission_state_report": "{}",
+        "key": uuid.uuid4().hex,
+        "key_scope": f"m{row.mission_id}:bench",
+        "request_hash": "0" * 64,
+        "key_owner_id": owner_id,
     }
 
 
@@ -49,11 +80,13 @@ def steps_one_by_one(row: writes.CheckpointRow, run_id: int, owner_id: int, *, p
     beat, blob, _, insert, remember, move = sql.CHECKPOINT_WRITE_SQLITE
     params = _params(row, run_id, owner_id)
     with runner.cursor() as c:
+
         def run_all():
             c.execute(beat, params)
             for sha, data in row.blobs.items():
                 c.execute(blob, {**params, "sha": sha, "data": data, "media_type": "application/json"})
             c.execute(insert, params)
+
         if pipeline:
             with connection.connection.pipeline():
                 run_all()

@@ -78,11 +78,10 @@ class World:
 
 # ---- building a world ----------------------------------------------------------------------------
 
+
 def _reserve_checkpoint_ids(count: int) -> list[int]:
     with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT nextval(pg_get_serial_sequence('checkpoints_checkpoint', 'id')) FROM generate_series(1, %s)", [count]
-        )
+        cursor.execute("SELECT nextval(pg_get_serial_sequence('checkpoints_checkpoint', 'id')) FROM generate_series(1, %s)", [count])
         return [row[0] for row in cursor.fetchall()]
 
 
@@ -97,28 +96,35 @@ def _missions(user, count: int, waiting: int) -> None:
     for start in range(0, count, BATCH):
         made += Mission.objects.bulk_create(
             Mission(
-                owner=user, title=f"Quest {i}: book the venue for team {i % 97}", objective=f"Find and book a venue for {12 + i % 30} people in May.",
-                status=MissionStatus.WAITING_FOR_APPROVAL if i < asking else STATUSES[i % len(STATUSES)], planned_milestones=planned,
+                owner=user,
+                title=f"Quest {i}: book the venue for team {i % 97}",
+                objective=f"Find and book a venue for {12 + i % 30} people in May.",
+                status=MissionStatus.WAITING_FOR_APPROVAL if i < asking else STATUSES[i % len(STATUSES)],
+                planned_milestones=planned,
             )
             for i in range(start, min(start + BATCH, count))
         )
     # Activity spread over the past weeks, as a real board's is; the ones waiting among the others.
     with connection.cursor() as cursor:
-        cursor.execute(
-            "UPDATE quests_mission SET updated_at = %s - ((id * 7919) %% 10007) * interval '3 minutes' WHERE owner_id = %s", [now, user.pk]
-        )
+        cursor.execute("UPDATE quests_mission SET updated_at = %s - ((id * 7919) %% 10007) * interval '3 minutes' WHERE owner_id = %s", [now, user.pk])
     Milestone.objects.bulk_create(
         (
-            Milestone(mission=m, kind=kind["kind"], title=kind["title"], summary="What was done and why it is enough.",
-                      review_status=ReviewStatus.PENDING_REVIEW if i < asking and k > 0 else ReviewStatus.APPROVED)
-            for i, m in enumerate(made) for k, kind in enumerate(planned) if i < asking or k < 1 + i % 3
+            Milestone(
+                mission=m,
+                kind=kind["kind"],
+                title=kind["title"],
+                summary="What was done and why it is enough.",
+                review_status=ReviewStatus.PENDING_REVIEW if i < asking and k > 0 else ReviewStatus.APPROVED,
+            )
+            for i, m in enumerate(made)
+            for k, kind in enumerate(planned)
+            if i < asking or k < 1 + i % 3
         ),
         batch_size=BATCH,
     )
     Approval.objects.bulk_create(
         (
-            Approval(mission=m, action=f"send the booking request for quest {m.pk}", payload={"venue": "Hall A", "people": 12},
-                     reason="It commits the budget.")
+            Approval(mission=m, action=f"send the booking request for quest {m.pk}", payload={"venue": "Hall A", "people": 12}, reason="It commits the budget.")
             for m in made[:asking]
         ),
         batch_size=BATCH,
@@ -128,7 +134,9 @@ def _missions(user, count: int, waiting: int) -> None:
 def _history(user, agent: Actor, size: int) -> tuple[Mission, Checkpoint]:
     """The history mission: a skeleton through the services, then `size` checkpoints in all."""
     mission, _ = missions.mission_create(
-        actor=agent, title="The long trip: every booking of the season", objective="Book the season's trips within budget.",
+        actor=agent,
+        title="The long trip: every booking of the season",
+        objective="Book the season's trips within budget.",
         constraints=["Never pay more than 4,000 EUR without asking."],
     )
     first_run, _ = runs.run_start(actor=agent, mission_id=mission.pk, agent="bench")
@@ -155,32 +163,55 @@ def _history(user, agent: Actor, size: int) -> tuple[Mission, Checkpoint]:
         if restore:
             # Back to a checkpoint a sixth of the history earlier: what came after it becomes a branch.
             parent_id = by_seq[max(1, seq - max(2, size // 6))]
-        rows.append(Checkpoint(
-            id=pk, mission=mission, run=None if restore else new_runs[n // run_length], parent_id=parent_id, seq=seq,
-            trigger="restore" if restore else "agent", hash=template.hash, state_refs=template.state_refs,
-            agent_state_refs=template.agent_state_refs, size_bytes=template.size_bytes, agent_state_bytes=template.agent_state_bytes,
-            verified=seq % verified_every == 0, verified_at=timezone.now() if seq % verified_every == 0 else None,
-            note="Restored by you" if restore else "",
-        ))
+        rows.append(
+            Checkpoint(
+                id=pk,
+                mission=mission,
+                run=None if restore else new_runs[n // run_length],
+                parent_id=parent_id,
+                seq=seq,
+                trigger="restore" if restore else "agent",
+                hash=template.hash,
+                state_refs=template.state_refs,
+                agent_state_refs=template.agent_state_refs,
+                size_bytes=template.size_bytes,
+                agent_state_bytes=template.agent_state_bytes,
+                verified=seq % verified_every == 0,
+                verified_at=timezone.now() if seq % verified_every == 0 else None,
+                note="Restored by you" if restore else "",
+            )
+        )
         by_seq[seq], parent_id = pk, pk
     Checkpoint.objects.bulk_create(rows, batch_size=BATCH)
     # created_at is set on insert (auto_now_add): the history's times, a minute apart, are written afterwards.
     with connection.cursor() as cursor:
-        cursor.execute(
-            "UPDATE checkpoints_checkpoint SET created_at = %s + seq * interval '1 minute' WHERE mission_id = %s", [start, mission.pk]
-        )
+        cursor.execute("UPDATE checkpoints_checkpoint SET created_at = %s + seq * interval '1 minute' WHERE mission_id = %s", [start, mission.pk])
     verified = [c for c in rows if c.verified]
     Milestone.objects.bulk_create(
-        Milestone(mission=mission, run=c.run, kind="custom", title=f"Trip {c.seq} booked", checkpoint=c, gate=True,
-                  review_status=ReviewStatus.APPROVED, reviewed_at=timezone.now(), reviewed_by=user)
+        Milestone(
+            mission=mission,
+            run=c.run,
+            kind="custom",
+            title=f"Trip {c.seq} booked",
+            checkpoint=c,
+            gate=True,
+            review_status=ReviewStatus.APPROVED,
+            reviewed_at=timezone.now(),
+            reviewed_by=user,
+        )
         for c in verified
     )
     head, last_run = rows[-1], new_runs[-1]
     Run.objects.filter(pk=last_run.pk).update(ended_at=None, stop_reason=None)
     Approval.objects.create(mission=mission, run=last_run, action="pay the deposit", payload={"amount": "900 EUR"}, reason="It spends money.")
     Mission.objects.filter(pk=mission.pk).update(
-        head_checkpoint_id=head.pk, last_verified_checkpoint_id=verified[-1].pk if verified else None, next_checkpoint_seq=size + 1,
-        run_count=last_run.number, active_run=last_run, status=MissionStatus.WAITING_FOR_APPROVAL, updated_at=timezone.now(),
+        head_checkpoint_id=head.pk,
+        last_verified_checkpoint_id=verified[-1].pk if verified else None,
+        next_checkpoint_seq=size + 1,
+        run_count=last_run.number,
+        active_run=last_run,
+        status=MissionStatus.WAITING_FOR_APPROVAL,
+        updated_at=timezone.now(),
     )
     return mission, Checkpoint.objects.get(pk=head.pk)
 
@@ -192,10 +223,17 @@ def _ledger(mission: Mission, completed: int, attempted: int) -> None:
     Operation.objects.bulk_create(
         (
             Operation(
-                mission=mission, run=run, key=f"email-{n}", request_hash=f"{n:064x}", kind="email.send",
-                target=f"guest{n}@example.com", request={"to": f"guest{n}@example.com", "template": "itinerary"},
-                status=OperationStatus.COMPLETED if n < completed else OperationStatus.ATTEMPTED, attempts=1,
-                external_id=f"msg-{n:06d}" if n < completed else "", external_status="delivered" if n < completed else "",
+                mission=mission,
+                run=run,
+                key=f"email-{n}",
+                request_hash=f"{n:064x}",
+                kind="email.send",
+                target=f"guest{n}@example.com",
+                request={"to": f"guest{n}@example.com", "template": "itinerary"},
+                status=OperationStatus.COMPLETED if n < completed else OperationStatus.ATTEMPTED,
+                attempts=1,
+                external_id=f"msg-{n:06d}" if n < completed else "",
+                external_status="delivered" if n < completed else "",
                 receipt={"message_id": f"msg-{n:06d}", "accepted": True} if n < completed else None,
             )
             for n in range(completed + attempted)
@@ -228,12 +266,20 @@ def build(name: str, mission_count: int, history_size: int, waiting: int, ledger
     common.note(f"{name} world: {inbox_count(user):,} items waiting for the person")
     client = Client(SERVER_NAME="localhost")
     client.force_login(user)
-    return World(name, client, {
-        "/": "/", "/approvals/": "/approvals/", "mission page": f"/missions/{mission.pk}/", "checkpoint page": f"/checkpoints/{head.pk}/",
-    })
+    return World(
+        name,
+        client,
+        {
+            "/": "/",
+            "/approvals/": "/approvals/",
+            "mission page": f"/missions/{mission.pk}/",
+            "checkpoint page": f"/checkpoints/{head.pk}/",
+        },
+    )
 
 
 # ---- measuring -----------------------------------------------------------------------------------
+
 
 def fetch(world: World, url: str) -> bytes:
     response = world.client.get(url)
@@ -257,24 +303,29 @@ def measure(small: World, large: World) -> list[tuple[str, str, str]]:
                 fetch(world, world.urls[page])
         took = rounds(
             {world.name: (lambda w=world: timed(lambda: fetch(w, w.urls[page]))) for world in (small, large)},
-            count=ROUNDS, samples=SAMPLES,
+            count=ROUNDS,
+            samples=SAMPLES,
         )
         ms = {name: statistics.median(samples) * 1000 for name, samples in took.items()}
         (small_bytes, small_queries), (large_bytes, large_queries) = shape(small, small.urls[page]), shape(large, large.urls[page])
         ratio = ms["large"] / ms["small"]
         checks = [
-            (f"{page} time", ratio <= TIME_RATIO_GOAL,
-             f"{ms['small']:.1f} → {ms['large']:.1f} ms ({ratio:.2f}×)", f"≤ {TIME_RATIO_GOAL}×"),
-            (f"{page} HTML", large_bytes <= HTML_GOAL_BYTES,
-             f"{small_bytes / 1024:.1f} → {large_bytes / 1024:.1f} KB ({large_bytes / small_bytes:.2f}×)", f"≤ {HTML_GOAL_BYTES // 1024} KB"),
+            (f"{page} time", ratio <= TIME_RATIO_GOAL, f"{ms['small']:.1f} → {ms['large']:.1f} ms ({ratio:.2f}×)", f"≤ {TIME_RATIO_GOAL}×"),
+            (
+                f"{page} HTML",
+                large_bytes <= HTML_GOAL_BYTES,
+                f"{small_bytes / 1024:.1f} → {large_bytes / 1024:.1f} KB ({large_bytes / small_bytes:.2f}×)",
+                f"≤ {HTML_GOAL_BYTES // 1024} KB",
+            ),
             (f"{page} queries", large_queries == small_queries, f"{small_queries} → {large_queries}", "equal"),
         ]
         for label, met, value, goal in checks:
             rows.append((label, value, f"{goal} {'MET' if met else 'MISSED'}"))
             verdicts.append((label, met))
         urls = small.urls[page] if small.urls[page] == large.urls[page] else f"{small.urls[page]} / {large.urls[page]}"
-        common.figure(f"{page} ({urls})", f"{ms['small']:.1f} ms / {ms['large']:.1f} ms, "
-                      f"{small_bytes:,} B / {large_bytes:,} B, {small_queries} / {large_queries} queries")
+        common.figure(
+            f"{page} ({urls})", f"{ms['small']:.1f} ms / {ms['large']:.1f} ms, {small_bytes:,} B / {large_bytes:,} B, {small_queries} / {large_queries} queries"
+        )
     met = sum(1 for _, ok in verdicts if ok)
     rows.append(("goals met", f"{met} of {len(verdicts)}", ""))
     return rows

@@ -55,7 +55,9 @@ class Agent:
         blockers, evidence, notes, raw tool outputs and an operation ledger; plus a ~20 KB agent
         state in an agent checkpoint, which background snapshots carry by reference."""
         mission, _ = missions.mission_create(
-            actor=self.actor, title=title, objective="Find and book a venue for 12 people in May, within budget.",
+            actor=self.actor,
+            title=title,
+            objective="Find and book a venue for 12 people in May, within budget.",
             constraints=[f"Constraint {i}: never contact the client before Friday about item {i}." for i in range(5)],
         )
         run, _ = runs.run_start(actor=self.actor, mission_id=mission.pk, agent="bench")
@@ -69,7 +71,11 @@ class Agent:
             say("tool_output", "search results " * 300)
         for i in range(8):
             op, _ = operations.operation_plan(
-                actor=self.actor, run_id=run.pk, key=f"email-{i}", kind="email.send", target=f"venue-{i}@example.com",
+                actor=self.actor,
+                run_id=run.pk,
+                key=f"email-{i}",
+                kind="email.send",
+                target=f"venue-{i}@example.com",
                 request={"subject": f"Quote request {i}", "body": "Could you send a quote for 12 people?"},
             )
             operations.operation_attempt(actor=self.actor, operation_id=op.pk)
@@ -115,6 +121,7 @@ def snapshot_all(mission_ids: list[int]) -> list[float]:
 
 
 # ---- 1. one worker, ~20 KB state ------------------------------------------------------------------
+
 
 def bench_service(agent: Agent, fleet: list[tuple[int, int]]) -> dict[str, float]:
     ids = [m for m, _ in fleet]
@@ -165,9 +172,29 @@ def bench_worker(agent: Agent, fleet: list[tuple[int, int]]) -> dict[str, float]
     purge_queues()
     log = open(common.ROOT / "var" / "bench-snapshot-worker.log", "wb")
     worker = subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "config", "worker", "-Q", "snapshots", "--pool", "solo",
-         "-n", f"bench-{uuid.uuid4().hex[:6]}@%h", "--without-gossip", "--without-mingle", "--without-heartbeat", "--loglevel", "WARNING"],
-        cwd=common.ROOT, env=os.environ.copy(), stdout=log, stderr=subprocess.STDOUT,
+        [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "config",
+            "worker",
+            "-Q",
+            "snapshots",
+            "--pool",
+            "solo",
+            "-n",
+            f"bench-{uuid.uuid4().hex[:6]}@%h",
+            "--without-gossip",
+            "--without-mingle",
+            "--without-heartbeat",
+            "--loglevel",
+            "WARNING",
+        ],
+        cwd=common.ROOT,
+        env=os.environ.copy(),
+        stdout=log,
+        stderr=subprocess.STDOUT,
     )
     try:
         # Warm-up round: the worker connects, imports and fills its caches.
@@ -207,6 +234,7 @@ def worker_round(agent: Agent, fleet: list[tuple[int, int]], ids: list[int], r: 
 
 # ---- 2. cost by state size ------------------------------------------------------------------------
 
+
 def bench_sizes(agent: Agent) -> dict[int, float]:
     print(f"\n== cost of one snapshot by size of the save state ({SAMPLES} snapshots each)")
     result = {}
@@ -224,6 +252,7 @@ def bench_sizes(agent: Agent) -> dict[int, float]:
 
 # ---- 3. cost by history length --------------------------------------------------------------------
 
+
 def grow_history(mission_id: int, run_id: int, length: int) -> None:
     """`length` earlier checkpoints (a chain, as a long mission leaves) and `length` archived
     notes and raw tool outputs, bulk-written the way the services would have left them."""
@@ -238,8 +267,9 @@ def grow_history(mission_id: int, run_id: int, length: int) -> None:
         hashes, _ = storage.blobs_put([t.encode() for t in texts], media_type="text/plain")
     Record.objects.bulk_create(
         [
-            Record(mission_id=mission_id, run_id=run_id, kind="note" if i % 2 else "tool_output", text=text[:60],
-                   blob_id=sha, archived=True, size_bytes=len(text))
+            Record(
+                mission_id=mission_id, run_id=run_id, kind="note" if i % 2 else "tool_output", text=text[:60], blob_id=sha, archived=True, size_bytes=len(text)
+            )
             for i, (text, sha) in enumerate(zip(texts, hashes))
         ],
         batch_size=1000,

@@ -55,13 +55,13 @@ common.setup()
 import psycopg  # noqa: E402
 from django.db import connection, transaction  # noqa: E402
 from langgraph.checkpoint.postgres import PostgresSaver  # noqa: E402
+from ledger import ledger_receipts  # noqa: E402
 from psycopg import sql  # noqa: E402
+from rounds import GOALS, ISSUE_20, THREAD_PREFIX, Thread, goal, rounds, show, timed  # noqa: E402
 
 from checkpoints import services as storage  # noqa: E402
 from quests.services import bundle, missions, records, runs  # noqa: E402
 from quests.services.audit import Actor  # noqa: E402
-from ledger import ledger_receipts  # noqa: E402
-from rounds import GOALS, ISSUE_20, THREAD_PREFIX, Thread, goal, rounds, show, timed  # noqa: E402
 
 KEYS, KEY_BYTES = 20, 500
 HISTORY_SHORT, HISTORY_LONG = 10, (100 if QUICK else 2_000)
@@ -74,12 +74,18 @@ HTTP_SAMPLES = 10 if QUICK else 60  # per round
 
 # ---- the paths: one small function each, so a changed signature is a one-line fix ----------------
 
+
 def ql_storage_write(mission, run, state) -> None:
     """Storage layer only: an empty state document, head and seq moved as savestate._write does."""
     with transaction.atomic():
         checkpoint = storage.checkpoint_write(
-            mission_id=mission.pk, run_id=run.pk, parent=mission.head_checkpoint, seq=mission.next_checkpoint_seq,
-            trigger="agent", state={}, agent_state=state,
+            mission_id=mission.pk,
+            run_id=run.pk,
+            parent=mission.head_checkpoint,
+            seq=mission.next_checkpoint_seq,
+            trigger="agent",
+            state={},
+            agent_state=state,
         )
         mission.head_checkpoint = checkpoint
         mission.next_checkpoint_seq += 1
@@ -119,6 +125,7 @@ def ql_start(actor, title: str):
 
 # ---- measuring -----------------------------------------------------------------------------------
 
+
 def query_count(path: Callable[[], float]) -> int:
     """Statements one call of a path sends (transaction statements included): where time goes."""
     from django.test.utils import CaptureQueriesContext
@@ -135,10 +142,10 @@ def checkpoint_paths(saver: PostgresSaver, actor) -> dict[str, float]:
     _, run_sv = ql_start(actor, "service checkpoints")
     _, run_api = ql_start(actor, "API checkpoints")
     client = ql_api_client(actor)
-    with common.phase("histories of 10 and of %d checkpoints, written the real way" % HISTORY_LONG):
+    with common.phase(f"histories of 10 and of {HISTORY_LONG} checkpoints, written the real way"):
         short, long = ql_start(actor, "history 10"), ql_start(actor, "history long")
         t_short, t_long = Thread(saver, f"short-{uuid.uuid4().hex[:8]}"), Thread(saver, f"long-{uuid.uuid4().hex[:8]}")
-        for (mission, run), t, n in ((short, t_short, HISTORY_SHORT), (long, t_long, HISTORY_LONG)):
+        for (_mission, run), t, n in ((short, t_short, HISTORY_SHORT), (long, t_long, HISTORY_LONG)):
             state = common.AgentState(keys=KEYS, key_bytes=KEY_BYTES, seed=n)
             for _ in range(n):
                 current, changed = state.next()
@@ -157,7 +164,7 @@ def checkpoint_paths(saver: PostgresSaver, actor) -> dict[str, float]:
     with common.phase(f"{ROUNDS} alternating rounds of {SAMPLES} samples per path"):
         took = rounds(paths, count=ROUNDS, samples=SAMPLES)
     queries = {name: query_count(paths[name]) for name in ("storage", "service", "api", "resume_10", "resume_long")}
-    print("\n== checkpoint writes (agent state of %d keys of ~%d B, one key changed each)" % (KEYS, KEY_BYTES))
+    print(f"\n== checkpoint writes (agent state of {KEYS} keys of ~{KEY_BYTES} B, one key changed each)")
     p = {"put": show("PostgresSaver put", took["put"])}
     p["storage"] = show("Questlog storage write (checkpoint_write, empty state document)", took["storage"])
     p["service"] = show("Questlog service checkpoint (records.checkpoint_create)", took["service"])
@@ -224,6 +231,7 @@ def saver_over_http(saver: PostgresSaver) -> None:
     over HTTP to `make serve`, against PostgresSaver in the same rounds: `put`, and `get_tuple` of
     the latest checkpoint of threads with 10 and with HISTORY_LONG checkpoints."""
     import server
+
     from questlog_client.langgraph import QuestlogSaver
 
     web = server.start_server(BENCH_URL)
@@ -254,8 +262,11 @@ def saver_over_http(saver: PostgresSaver) -> None:
     put = show("PostgresSaver put", took["put"])
     ql_put = show("QuestlogSaver put (POST /api/v1/langgraph/checkpoints)", took["ql_put"])
     common.figure("QuestlogSaver put vs PostgresSaver put (speed)", put / ql_put, "×", ".2f")
-    p = {key[4:]: show(f"{'QuestlogSaver' if key.startswith('get_ql') else 'PostgresSaver'} get_tuple, {key.rsplit('_', 1)[1]} checkpoints", took[key])
-         for key in took if key.startswith("get_")}
+    p = {
+        key[4:]: show(f"{'QuestlogSaver' if key.startswith('get_ql') else 'PostgresSaver'} get_tuple, {key.rsplit('_', 1)[1]} checkpoints", took[key])
+        for key in took
+        if key.startswith("get_")
+    }
     growth_ql = p[f"ql_{HISTORY_LONG}"] / p[f"ql_{HISTORY_SHORT}"]
     growth_pg = p[f"pg_{HISTORY_LONG}"] / p[f"pg_{HISTORY_SHORT}"]
     common.figure(f"get_tuple growth {HISTORY_SHORT} → {HISTORY_LONG}: PostgresSaver", growth_pg, "×", ".2f")
@@ -268,6 +279,7 @@ def saver_over_http(saver: PostgresSaver) -> None:
 
 
 # ---- bytes ---------------------------------------------------------------------------------------
+
 
 def database_url(suffix: str) -> str:
     parts = urlsplit(BENCH_URL)

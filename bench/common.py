@@ -68,6 +68,7 @@ def _ensure_database(url: str) -> None:
 
 # ---- data --------------------------------------------------------------------------------------
 
+
 def remove_bench_data() -> None:
     """Remove every object this script's benchmark users own, and the blobs that only they used."""
     from django.contrib.auth import get_user_model
@@ -131,9 +132,35 @@ def bench_user(name: str):
 # ---- agent state ---------------------------------------------------------------------------------
 
 WORDS = [
-    "venue", "budget", "client", "invoice", "draft", "calendar", "supplier", "quote", "catering", "travel",
-    "approval", "deadline", "contract", "deposit", "schedule", "summary", "evidence", "risk", "follow-up",
-    "meeting", "agenda", "room", "capacity", "parking", "menu", "allergy", "transfer", "hotel", "flight",
+    "venue",
+    "budget",
+    "client",
+    "invoice",
+    "draft",
+    "calendar",
+    "supplier",
+    "quote",
+    "catering",
+    "travel",
+    "approval",
+    "deadline",
+    "contract",
+    "deposit",
+    "schedule",
+    "summary",
+    "evidence",
+    "risk",
+    "follow-up",
+    "meeting",
+    "agenda",
+    "room",
+    "capacity",
+    "parking",
+    "menu",
+    "allergy",
+    "transfer",
+    "hotel",
+    "flight",
 ]
 
 
@@ -180,6 +207,7 @@ class AgentState:
 
 
 # ---- measuring and printing ----------------------------------------------------------------------
+
 
 @contextmanager
 def phase(name: str) -> Iterator[None]:

@@ -43,7 +43,11 @@ def _plan(actor, run, *, attempt: bool = False) -> int:
     from quests.services import operations
 
     op, _ = operations.operation_plan(
-        actor=actor, run_id=run.pk, key=uuid.uuid4().hex, kind="invoice.fetch", target="supplier-42",
+        actor=actor,
+        run_id=run.pk,
+        key=uuid.uuid4().hex,
+        kind="invoice.fetch",
+        target="supplier-42",
         request={"month": "2026-11", "supplier": "supplier-42", "format": "pdf"},
     )
     if attempt:
@@ -55,7 +59,10 @@ def _complete(actor, operation_id: int) -> None:
     from quests.services import operations
 
     operations.operation_complete(
-        actor=actor, operation_id=operation_id, external_id=f"INV-{operation_id}", external_status="fetched",
+        actor=actor,
+        operation_id=operation_id,
+        external_id=f"INV-{operation_id}",
+        external_status="fetched",
         receipt={"pages": 3, "total": 1240.5, "currency": "EUR"},
     )
 
@@ -90,8 +97,9 @@ def ledger_receipts(actor) -> dict[str, float]:
 
 
 if __name__ == "__main__":
-    from quests.services.audit import Actor
     from rounds import GOALS, goal
+
+    from quests.services.audit import Actor
 
     with common.bench_data():
         ledger_receipts(Actor(user=common.bench_user("ledger")))

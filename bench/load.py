@@ -112,7 +112,9 @@ def agent_loop(agent: server.Agent, seed: int, deadline: float, waiting: Waiting
                 return
             agent.call("record", "POST", f"runs/{run_id}/records", {"kind": "note", "text": f"step {step}: checked the venue list", "key": server.key()})
             op = agent.call(
-                "operation plan", "POST", f"runs/{run_id}/operations",
+                "operation plan",
+                "POST",
+                f"runs/{run_id}/operations",
                 {"key": f"email-{step}", "kind": "email.send", "target": f"venue-{step}@example.com", "request": {"subject": "Quote for 12?"}},
             )
             if op is not None:
@@ -124,7 +126,9 @@ def agent_loop(agent: server.Agent, seed: int, deadline: float, waiting: Waiting
             return
         if waiting is not None and missions % 2:
             asked = agent.call(
-                "approval request", "POST", f"runs/{run_id}/approvals",
+                "approval request",
+                "POST",
+                f"runs/{run_id}/approvals",
                 {"action": "send the quote requests", "payload": {"venues": STEPS}, "reason": "They go to outside suppliers.", "key": server.key()},
             )
             if asked is not None:
@@ -151,9 +155,7 @@ def hostile_loop(agent: server.Agent, deadline: float) -> None:
     body = settings.QUESTLOG_MAX_BODY_BYTES - 4096  # under the limit (as the server reads it too), with room for the rest
     constraints = [filler(body, limits.MISSION_CONSTRAINTS_MAX, 4, limits.CONSTRAINT_TEXT)] * limits.MISSION_CONSTRAINTS_MAX
     agent_state = {f"k{i:04d}": filler(body, limits.OBJECT_KEYS_MAX, 12) for i in range(limits.OBJECT_KEYS_MAX)}
-    batch = [
-        {"action": "pay", "payload": {"memo": filler(body, limits.APPROVAL_BATCH_ITEMS_MAX, 80)}, "reason": "r"}
-    ] * limits.APPROVAL_BATCH_ITEMS_MAX
+    batch = [{"action": "pay", "payload": {"memo": filler(body, limits.APPROVAL_BATCH_ITEMS_MAX, 80)}, "reason": "r"}] * limits.APPROVAL_BATCH_ITEMS_MAX
     receipt = {"body": "x" * (limits.RECEIPT_BYTES_MAX - 16)}
     n = 0
     while time.monotonic() < deadline:
@@ -262,7 +264,10 @@ def report_hostile(calm: list, calm_elapsed: float, attacked: list, attacked_ela
         samples = all_times(callers)
         p99s.append(p99(samples) * 1000)
         failures = [f for c in callers for f in c.failures]
-        common.figure(f"others {name}", f"{len(samples)} calls, {len(samples) / elapsed:.0f} requests/s, p50 {statistics.median(samples) * 1000:.1f} ms, p99 {p99s[-1]:.1f} ms, non-2xx {len(failures)}")
+        common.figure(
+            f"others {name}",
+            f"{len(samples)} calls, {len(samples) / elapsed:.0f} requests/s, p50 {statistics.median(samples) * 1000:.1f} ms, p99 {p99s[-1]:.1f} ms, non-2xx {len(failures)}",
+        )
         for failure, count in Counter(failures).most_common(5):
             print(f"  {count} × {failure}")
         rows.append((f"others' p99 {name}", f"{p99s[-1]:.1f} ms", ""))
@@ -308,8 +313,10 @@ def main() -> int:
     with common.bench_data():
         person = not args.no_person and not args.token
         tokens = (
-            [args.token] * args.agents if args.token
-            else person_tokens(args.agents) if person
+            [args.token] * args.agents
+            if args.token
+            else person_tokens(args.agents)
+            if person
             else [server.agent_token(f"agent{i}") for i in range(args.agents)]
         )
         hostile = server.agent_token("hostile") if args.hostile else None
@@ -317,7 +324,9 @@ def main() -> int:
         try:
             agents, elapsed, _ = run_load(web.url, tokens, args.seconds, person=person)
             if hostile:
-                attacked, attacked_elapsed, hostiles = run_load(web.url, tokens, args.seconds, person=person, hostile=hostile, hostile_threads=args.hostile_threads)
+                attacked, attacked_elapsed, hostiles = run_load(
+                    web.url, tokens, args.seconds, person=person, hostile=hostile, hostile_threads=args.hostile_threads
+                )
         finally:
             web.stop()
     if hostile:

@@ -54,17 +54,14 @@ def rounds(paths: dict[str, Callable[[], float]], *, count: int, samples: int) -
     names = list(paths)
     took: dict[str, list[float]] = {name: [] for name in names}
     for r in range(count):
-        for name in names[r % len(names):] + names[: r % len(names)]:
+        for name in names[r % len(names) :] + names[: r % len(names)]:
             took[name] += [paths[name]() for _ in range(samples)]
     return took
 
 
 def show(label: str, samples: list[float]) -> float:
     p50 = statistics.median(samples) * 1000
-    common.figure(
-        label, f"p50 {p50:.2f} ms, p95 {common.percentile(samples, 95) * 1000:.2f} ms, "
-        f"{len(samples) / sum(samples):.0f}/s ({len(samples)} samples)"
-    )
+    common.figure(label, f"p50 {p50:.2f} ms, p95 {common.percentile(samples, 95) * 1000:.2f} ms, {len(samples) / sum(samples):.0f}/s ({len(samples)} samples)")
     return p50
 
 

@@ -62,8 +62,13 @@ def serve_command(port: int) -> list[str]:
 def start_server(database_url: str) -> Server:
     port = free_port()
     env = {
-        **os.environ, "DATABASE_URL": database_url, "DJANGO_DEBUG": "0", "CELERY_BROKER_URL": BROKER_URL,
-        "PYTHON": sys.executable, "QUESTLOG_BIND": f"127.0.0.1:{port}", "QUESTLOG_WEB_ACCESS_LOG": "0",
+        **os.environ,
+        "DATABASE_URL": database_url,
+        "DJANGO_DEBUG": "0",
+        "CELERY_BROKER_URL": BROKER_URL,
+        "PYTHON": sys.executable,
+        "QUESTLOG_BIND": f"127.0.0.1:{port}",
+        "QUESTLOG_WEB_ACCESS_LOG": "0",
         # DEBUG off refuses to start without a key; a throwaway one unless the run was given one.
         "DJANGO_SECRET_KEY": os.environ.get("DJANGO_SECRET_KEY") or secrets.token_urlsafe(50),
     }
@@ -105,9 +110,7 @@ class Agent:
     failures: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        self.http = httpx.Client(
-            base_url=f"{self.url}/api/v1/", timeout=30, headers={"Authorization": f"Bearer {self.token}", "Accept": "application/json"}
-        )
+        self.http = httpx.Client(base_url=f"{self.url}/api/v1/", timeout=30, headers={"Authorization": f"Bearer {self.token}", "Accept": "application/json"})
 
     def call(self, kind: str, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
         start = time.perf_counter()

@@ -51,10 +51,7 @@ def notes_archive(*, mission_id: int, keep: int, preview_chars: int, since_cutof
     if keep < 0:
         raise ValueError("keep must be zero or more")
     unarchived = list(
-        live_records(mission_id)
-        .filter(kind=RecordKind.NOTE, archived=False, pk__gte=since_cutoff)
-        .order_by("pk")
-        .values_list("pk", "text", "size_bytes")
+        live_records(mission_id).filter(kind=RecordKind.NOTE, archived=False, pk__gte=since_cutoff).order_by("pk").values_list("pk", "text", "size_bytes")
     )
     split = max(len(unarchived) - keep, 0)
     stale = unarchived[:split]
@@ -76,9 +73,7 @@ def notes_archive(*, mission_id: int, keep: int, preview_chars: int, since_cutof
     )
 
 
-def report(
-    *, archived: Archived, tool_outputs: tuple[int, int], total: dict[str, int], kept: dict[str, int], note_cutoff: int
-) -> dict[str, Any]:
+def report(*, archived: Archived, tool_outputs: tuple[int, int], total: dict[str, int], kept: dict[str, int], note_cutoff: int) -> dict[str, Any]:
     """The short compaction report a checkpoint carries: what this checkpoint's active state
     keeps, what was archived since the previous checkpoint (notes by this pass, raw tool outputs
     as they were recorded), and the totals of the mission's live branch."""

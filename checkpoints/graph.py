@@ -42,7 +42,11 @@ def graph_branch(target: Checkpoint, restore_point: Callable[[], Checkpoint]) ->
     if cutoff is not None:
         at_target, after_target, newest_first = thread.filter(graph_id__lte=cutoff), thread.filter(graph_id__gt=cutoff), "-graph_id"
     else:
-        at_target, after_target, newest_first = thread.filter(checkpoint__seq__lte=target.seq), thread.filter(checkpoint__seq__gt=target.seq), "-checkpoint__seq"
+        at_target, after_target, newest_first = (
+            thread.filter(checkpoint__seq__lte=target.seq),
+            thread.filter(checkpoint__seq__gt=target.seq),
+            "-checkpoint__seq",
+        )
     root = at_target.filter(ns="").order_by(newest_first).first()
     if root is None:
         return restore_point()
@@ -61,6 +65,13 @@ def _fork(source: GraphCheckpoint, checkpoint: Checkpoint) -> GraphCheckpoint:
     skeleton = {**source.skeleton, "id": graph_id, "ts": timezone.now().isoformat()}
     metadata = {**source.metadata, "source": "fork", "questlog_restored_from": source.graph_id}
     return GraphCheckpoint.objects.create(
-        checkpoint=checkpoint, mission_id=checkpoint.mission_id, ns=source.ns, graph_id=graph_id, parent_graph_id=source.graph_id,
-        skeleton=skeleton, metadata=metadata, channels=source.channels, run_ref=source.run_ref,
+        checkpoint=checkpoint,
+        mission_id=checkpoint.mission_id,
+        ns=source.ns,
+        graph_id=graph_id,
+        parent_graph_id=source.graph_id,
+        skeleton=skeleton,
+        metadata=metadata,
+        channels=source.channels,
+        run_ref=source.run_ref,
     )

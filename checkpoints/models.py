@@ -16,9 +16,7 @@ class Lifecycle(models.Model):
     expires. The owning mission is each model's own foreign key."""
 
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
-    retention_class = models.CharField(
-        max_length=16, choices=RetentionClass.choices, default=RetentionClass.WORKING
-    )
+    retention_class = models.CharField(max_length=16, choices=RetentionClass.choices, default=RetentionClass.WORKING)
     retention_approved_at = models.DateTimeField(null=True, blank=True)
     expires_at = models.DateTimeField(null=True, blank=True, db_index=True)
 
@@ -187,9 +185,7 @@ class Operation(Lifecycle):
     @property
     def is_terminal(self) -> bool:
         """Nothing more may be attempted: it completed, or it failed and said a retry is useless."""
-        return self.status == OperationStatus.COMPLETED or (
-            self.status == OperationStatus.FAILED and self.retryable is False
-        )
+        return self.status == OperationStatus.COMPLETED or (self.status == OperationStatus.FAILED and self.retryable is False)
 
 
 class OperationEvent(Lifecycle):
@@ -253,18 +249,14 @@ class RetentionPolicy(models.Model):
     A row is never edited once written."""
 
     grace_days = models.PositiveIntegerField(default=30, help_text="Days working state is kept after its mission ends.")
-    approved_max_days = models.PositiveIntegerField(
-        default=365, help_text="Days a quest's history is kept when its owner chose to keep it."
-    )
+    approved_max_days = models.PositiveIntegerField(default=365, help_text="Days a quest's history is kept when its owner chose to keep it.")
     memory_max_days = models.PositiveIntegerField(default=365, help_text="Days a memory item lives before renewal.")
     snapshot_prune_days = models.PositiveIntegerField(default=7, help_text="Background snapshots older than this are pruned.")
     snapshot_keep_newest = models.PositiveIntegerField(default=20, help_text="Background snapshots always kept per mission.")
     purge_batch_size = models.PositiveIntegerField(default=200)
     # The version's own time and author: set when the row is written, never after.
     updated_at = models.DateTimeField(auto_now_add=True, verbose_name="in force from")
-    updated_by = models.ForeignKey(
-        "auth.User", null=True, blank=True, on_delete=models.SET_NULL, related_name="+", verbose_name="set by"
-    )
+    updated_by = models.ForeignKey("auth.User", null=True, blank=True, on_delete=models.SET_NULL, related_name="+", verbose_name="set by")
 
     class Meta:
         verbose_name_plural = "retention policies"
@@ -328,9 +320,7 @@ class GraphCheckpoint(Lifecycle):
     expires_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
-        constraints = [
-            models.UniqueConstraint(fields=["mission", "ns", "graph_id"], name="graph_checkpoint_unique_per_thread")
-        ]
+        constraints = [models.UniqueConstraint(fields=["mission", "ns", "graph_id"], name="graph_checkpoint_unique_per_thread")]
 
     def __str__(self) -> str:
         return f"{self.ns or '(root)'} {self.graph_id}"
@@ -356,9 +346,7 @@ class GraphWrite(Lifecycle):
     expires_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
-        constraints = [
-            models.UniqueConstraint(fields=["mission", "ns", "graph_id", "task_id", "idx"], name="graph_write_unique_per_task")
-        ]
+        constraints = [models.UniqueConstraint(fields=["mission", "ns", "graph_id", "task_id", "idx"], name="graph_write_unique_per_task")]
         ordering = ["task_path", "task_id", "idx"]
 
     def __str__(self) -> str:

@@ -46,14 +46,8 @@ def prunable(nodes: Iterable[Node], *, protected: set[int], older_than: datetime
     """Which checkpoints may go: unverified background snapshots older than `older_than`, except
     the newest `keep_newest` of them, the protected ones and a root. Every verified, milestone,
     approval, stop, restore and agent checkpoint is kept."""
-    background = sorted(
-        (n for n in nodes if n.trigger == Trigger.BACKGROUND and not n.verified), key=lambda n: n.seq, reverse=True
-    )
-    return {
-        n.id
-        for n in background[keep_newest:]
-        if n.created_at < older_than and n.id not in protected and n.parent_id is not None
-    }
+    background = sorted((n for n in nodes if n.trigger == Trigger.BACKGROUND and not n.verified), key=lambda n: n.seq, reverse=True)
+    return {n.id for n in background[keep_newest:] if n.created_at < older_than and n.id not in protected and n.parent_id is not None}
 
 
 def reparenting(nodes: Iterable[Node], pruned: set[int]) -> dict[int, int | None]:
@@ -63,7 +57,7 @@ def reparenting(nodes: Iterable[Node], pruned: set[int]) -> dict[int, int | None
     for node_id, parent_id in parent.items():
         if node_id in pruned or parent_id not in pruned:
             continue
-        ancestor = parent_id
+        ancestor: int | None = parent_id
         seen: set[int] = set()
         while ancestor is not None and ancestor in pruned and ancestor not in seen:
             seen.add(ancestor)
@@ -76,9 +70,7 @@ def checkpoints_prune(*, mission_id: int, protected: set[int], older_than: datet
     """Prune one mission's old background checkpoints. The caller holds the mission's lock, so
     no checkpoint is written onto a parent that is being removed. Returns the pruned ids and the
     blobs they referred to (candidates for `blobs_collect_garbage`)."""
-    rows = Checkpoint.objects.filter(mission_id=mission_id).values_list(
-        "pk", "parent_id", "seq", "trigger", "verified", "created_at"
-    )
+    rows = Checkpoint.objects.filter(mission_id=mission_id).values_list("pk", "parent_id", "seq", "trigger", "verified", "created_at")
     nodes = [Node(*row) for row in rows]
     pruned = prunable(nodes, protected=protected, older_than=older_than, keep_newest=keep_newest)
     if not pruned:
@@ -177,7 +169,7 @@ def referenced_by_current_documents(hashes: set[str]) -> set[str]:
             )
             return {row[0] for row in cursor.fetchall()}
     found: set[str] = set()
-    for refs in missions.objects.values_list("state_refs", flat=True).iterator(chunk_size=2000):
+    for refs in missions._default_manager.values_list("state_refs", flat=True).iterator(chunk_size=2000):
         found.update(hashes.intersection((refs or {}).values()))
     return found
 

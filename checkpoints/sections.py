@@ -27,13 +27,36 @@ SEPARATOR = "@"
 
 COLUMNS = {
     "operations": (
-        "id", "key", "kind", "target", "request", "status", "attempts", "max_attempts", "external_id",
-        "external_status", "receipt", "error", "retryable",
+        "id",
+        "key",
+        "kind",
+        "target",
+        "request",
+        "status",
+        "attempts",
+        "max_attempts",
+        "external_id",
+        "external_status",
+        "receipt",
+        "error",
+        "retryable",
     ),
     "milestones": ("id", "kind", "title", "review_status", "note", "gate", "mission_id", "summary", "evidence", "checkpoint_id"),
     "approvals": (
-        "id", "action", "payload", "reason", "status", "decided_payload", "note", "agent_ref", "always", "node",
-        "question", "mission_id", "checkpoint_id", "respond_by",
+        "id",
+        "action",
+        "payload",
+        "reason",
+        "status",
+        "decided_payload",
+        "note",
+        "agent_ref",
+        "always",
+        "node",
+        "question",
+        "mission_id",
+        "checkpoint_id",
+        "respond_by",
     ),
     "mission": ("title", "objective", "status", "stop_reason", "stop_detail", "retry_at"),
 }
@@ -142,8 +165,13 @@ def merged_raw(parts: dict[str, bytes]) -> dict[str, bytes]:
 # applied by chunk by the operation service itself (`savestate.read_ledger`), in its round trip.
 
 RECORD_SECTIONS = {
-    "decision": "decisions", "open_question": "open_questions", "blocker": "blockers", "dependency": "dependencies",
-    "evidence": "evidence", "note": "notes", "tool_output": "tool_outputs",
+    "decision": "decisions",
+    "open_question": "open_questions",
+    "blocker": "blockers",
+    "dependency": "dependencies",
+    "evidence": "evidence",
+    "note": "notes",
+    "tool_output": "tool_outputs",
 }
 # Every section a service keeps current; `mission` and `archive` are made from the mission row.
 KEPT = ("constraints", *RECORD_SECTIONS.values(), "milestones", "approvals", "operations")

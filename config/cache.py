@@ -46,21 +46,25 @@ def cache_settings(environ: Mapping[str, str]) -> dict:
     """CACHES for this environment."""
     url = cache_url(environ)
     if url.startswith(("redis://", "rediss://")):
-        return {"default": {
-            "BACKEND": "django.core.cache.backends.redis.RedisCache",
-            "LOCATION": url,
-            "KEY_PREFIX": "questlog-cache",
-            # Fail fast when Redis is away: the throttles then let requests through uncounted.
-            "OPTIONS": {"socket_connect_timeout": 0.5, "socket_timeout": 0.5},
-        }}
+        return {
+            "default": {
+                "BACKEND": "django.core.cache.backends.redis.RedisCache",
+                "LOCATION": url,
+                "KEY_PREFIX": "questlog-cache",
+                # Fail fast when Redis is away: the throttles then let requests through uncounted.
+                "OPTIONS": {"socket_connect_timeout": 0.5, "socket_timeout": 0.5},
+            }
+        }
     if url == "db://":
-        return {"default": {
-            "BACKEND": "config.cache.CountingDatabaseCache",
-            "LOCATION": DATABASE_TABLE,
-            # Django culls a third of the entries past MAX_ENTRIES (300 by default), live counts
-            # included; a count is only ever a few keys per token, so culling must be rare.
-            "OPTIONS": {"MAX_ENTRIES": 100_000},
-        }}
+        return {
+            "default": {
+                "BACKEND": "config.cache.CountingDatabaseCache",
+                "LOCATION": DATABASE_TABLE,
+                # Django culls a third of the entries past MAX_ENTRIES (300 by default), live counts
+                # included; a count is only ever a few keys per token, so culling must be rare.
+                "OPTIONS": {"MAX_ENTRIES": 100_000},
+            }
+        }
     if url == "locmem://":
         return {"default": {"BACKEND": PER_PROCESS_BACKEND}}
     raise ImproperlyConfigured(f"QUESTLOG_CACHE_URL={url!r}: expected redis://…, rediss://…, db:// or locmem://.")

@@ -73,7 +73,6 @@ def secret_key(environ: Mapping[str, str]) -> str:
     return environ.get("DJANGO_SECRET_KEY") or DEVELOPMENT_SECRET_KEY
 
 
-
 DEFAULT_BIND = "127.0.0.1:8000"
 
 

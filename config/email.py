@@ -32,7 +32,7 @@ def mailers(url: str, data_dir: Path) -> dict[str, Any]:
         options["file_path"] = path if path not in ("", "/") else str(data_dir / "mail")
     elif scheme in ("smtp", "smtps"):
         # dj-email-url reads smtps as STARTTLS (and warns that it will drop it); SMTPS is implicit TLS.
-        conf = dj_email_url.parse("smtp" + url[len(scheme):])
+        conf = dj_email_url.parse("smtp" + url[len(scheme) :])
         ssl = scheme == "smtps" or conf["EMAIL_USE_SSL"]
         tls = conf["EMAIL_USE_TLS"] and not ssl
         explicit_port = urllib.parse.urlsplit(url).port

@@ -36,12 +36,8 @@ DATA_DIR.mkdir(parents=True, exist_ok=True)
 DEBUG = env_bool("DJANGO_DEBUG", True)
 # With DEBUG off, a missing, empty or development key stops every command and server here.
 SECRET_KEY = secret_key(os.environ)
-ALLOWED_HOSTS = [
-    h.strip() for h in os.environ.get("DJANGO_ALLOWED_HOSTS", "localhost,127.0.0.1,[::1]").split(",") if h.strip()
-]
-CSRF_TRUSTED_ORIGINS = [
-    o.strip() for o in os.environ.get("DJANGO_CSRF_TRUSTED_ORIGINS", "").split(",") if o.strip()
-]
+ALLOWED_HOSTS = [h.strip() for h in os.environ.get("DJANGO_ALLOWED_HOSTS", "localhost,127.0.0.1,[::1]").split(",") if h.strip()]
+CSRF_TRUSTED_ORIGINS = [o.strip() for o in os.environ.get("DJANGO_CSRF_TRUSTED_ORIGINS", "").split(",") if o.strip()]
 
 # Behind a proxy that terminates TLS and sets X-Forwarded-Proto (overwriting any the client sent):
 # cookies only over HTTPS, plain HTTP redirected, and browsers told to keep to HTTPS for a year.
@@ -256,9 +252,7 @@ CELERY_TASK_DEFAULT_QUEUE = "maintenance"
 # exchange with the default key, and a snapshot would then be delivered to both queues.
 # A third, `notifications`, holds deliveries: a mail server or webhook that is slow to answer
 # never holds a snapshot up, and a long pruning pass never holds a person's email up.
-CELERY_TASK_QUEUES = tuple(
-    Queue(name, Exchange(name), routing_key=name) for name in ("snapshots", "maintenance", "notifications")
-)
+CELERY_TASK_QUEUES = tuple(Queue(name, Exchange(name), routing_key=name) for name in ("snapshots", "maintenance", "notifications"))
 CELERY_TASK_ROUTES = {
     "quests.tasks.snapshot_take_task": {"queue": "snapshots"},
     "quests.tasks.*": {"queue": "maintenance"},

@@ -47,10 +47,12 @@ def inviter(*turns: list) -> Agent:
 async def main(url: str, token: str, user: str | None, password: str | None, poll: float) -> int:
     async with RunStateStore(url, token, agent_label="inviter example") as store:
         # 1. Run until the tool call waits for approval, and save the run in Questlog.
-        asking = inviter([
-            assistant_message("The venue is booked for May 14-16; I will email the team the invitation."),
-            function_call("send_invitation", {"to": "team@example.com", "subject": "Offsite, May 14-16"}, call_id="call_invite"),
-        ])
+        asking = inviter(
+            [
+                assistant_message("The venue is booked for May 14-16; I will email the team the invitation."),
+                function_call("send_invitation", {"to": "team@example.com", "subject": "Offsite, May 14-16"}, call_id="call_invite"),
+            ]
+        )
         result = await Runner.run(asking, "Email the team about the offsite")
         mission_id = await store.save(result, title="Invite the team")
         print(f"Mission {mission_id} waits for your approval: {url}/approvals/")

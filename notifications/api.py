@@ -64,9 +64,16 @@ class RemovedOut(Schema):
 def _delivery(row) -> dict:
     pending = row.status == "pending"
     return {
-        "id": row.pk, "event": row.notification.kind, "event_id": str(row.notification.event_id), "webhook_id": row.message_id,
-        "status": row.status, "attempts": row.attempts, "response_status": row.response_status, "last_error": row.last_error,
-        "delivered_at": row.delivered_at, "next_attempt_at": row.next_attempt_at if pending else None,
+        "id": row.pk,
+        "event": row.notification.kind,
+        "event_id": str(row.notification.event_id),
+        "webhook_id": row.message_id,
+        "status": row.status,
+        "attempts": row.attempts,
+        "response_status": row.response_status,
+        "last_error": row.last_error,
+        "delivered_at": row.delivered_at,
+        "next_attempt_at": row.next_attempt_at if pending else None,
     }
 
 
@@ -95,6 +102,3 @@ def webhook_test(request: HttpRequest, webhook_id: int):
 @router.get("/webhooks/{int:webhook_id}/deliveries", response=answers(DeliveryListOut, *READ, 403, 404))
 def webhook_deliveries(request: HttpRequest, webhook_id: int):
     return {"items": [_delivery(row) for row in services.webhook_deliveries(actor=actor(request), endpoint_id=webhook_id)]}
-
-
-

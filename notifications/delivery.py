@@ -34,8 +34,10 @@ class Outcome:
 
 def backoff_seconds(attempts: int) -> int:
     return get_exponential_backoff_interval(
-        factor=settings.QUESTLOG_NOTIFY_BACKOFF, retries=max(0, attempts - 1),
-        maximum=settings.QUESTLOG_NOTIFY_BACKOFF_MAX, full_jitter=False,
+        factor=settings.QUESTLOG_NOTIFY_BACKOFF,
+        retries=max(0, attempts - 1),
+        maximum=settings.QUESTLOG_NOTIFY_BACKOFF_MAX,
+        full_jitter=False,
     )
 
 
@@ -43,7 +45,9 @@ def _claim(delivery_id: int) -> Delivery | None:
     now = timezone.now()
     claimed = Delivery.objects.filter(
         Q(leased_until__isnull=True) | Q(leased_until__lt=now),
-        pk=delivery_id, status=DeliveryStatus.PENDING, next_attempt_at__lte=now + EARLY_SLACK,
+        pk=delivery_id,
+        status=DeliveryStatus.PENDING,
+        next_attempt_at__lte=now + EARLY_SLACK,
     ).update(leased_until=now + timedelta(seconds=settings.QUESTLOG_NOTIFY_LEASE))
     if claimed != 1:
         return None
@@ -74,8 +78,9 @@ def delivery_send(*, delivery_id: int) -> tuple[str, int]:
     if timezone.now() + timedelta(seconds=wait) > give_up_at:
         _give_up(delivery, result)
         return Outcome.GAVE_UP, 0
-    _finish(delivery, status=DeliveryStatus.PENDING, response_status=result.status, error=result.error,
-            next_attempt_at=timezone.now() + timedelta(seconds=wait))
+    _finish(
+        delivery, status=DeliveryStatus.PENDING, response_status=result.status, error=result.error, next_attempt_at=timezone.now() + timedelta(seconds=wait)
+    )
     return Outcome.RETRY, wait
 
 
@@ -88,9 +93,7 @@ def _refusal(delivery: Delivery) -> str:
 
 
 def _finish(delivery: Delivery, *, status: str, response_status: int | None = None, error: str = "", **fields) -> None:
-    Delivery.objects.filter(pk=delivery.pk).update(
-        status=status, response_status=response_status, last_error=error[:500], leased_until=None, **fields
-    )
+    Delivery.objects.filter(pk=delivery.pk).update(status=status, response_status=response_status, last_error=error[:500], leased_until=None, **fields)
 
 
 def _give_up(delivery: Delivery, result: "sending.Result") -> None:
@@ -108,10 +111,17 @@ def endpoint_disable(endpoint: WebhookEndpoint, *, reason: str) -> None:
         status=DeliveryStatus.SKIPPED, last_error="The endpoint was disabled.", leased_until=None
     )
     events.emit(
-        kind="webhook.disabled", owner_id=endpoint.owner_id, dedupe_key=f"webhook.disabled:{endpoint.pk}:{timezone.now().isoformat()}",
-        endpoints=[], email=True,
-        data={"endpoint": {"id": endpoint.pk, "url": endpoint.url}, "needed": "Fix the endpoint and add it again",
-              "reason": reason, "url": events.link("/settings/notifications/")},
+        kind="webhook.disabled",
+        owner_id=endpoint.owner_id,
+        dedupe_key=f"webhook.disabled:{endpoint.pk}:{timezone.now().isoformat()}",
+        endpoints=[],
+        email=True,
+        data={
+            "endpoint": {"id": endpoint.pk, "url": endpoint.url},
+            "needed": "Fix the endpoint and add it again",
+            "reason": reason,
+            "url": events.link("/settings/notifications/"),
+        },
     )
 
 
@@ -122,7 +132,8 @@ def deliveries_sweep() -> int:
     overdue = now - timedelta(seconds=settings.QUESTLOG_NOTIFY_LEASE)
     ids = list(
         Delivery.objects.filter(Q(leased_until__isnull=True) | Q(leased_until__lt=now), status=DeliveryStatus.PENDING, next_attempt_at__lte=overdue)
-        .order_by("next_attempt_at").values_list("pk", flat=True)[:SWEEP_BATCH]
+        .order_by("next_attempt_at")
+        .values_list("pk", flat=True)[:SWEEP_BATCH]
     )
     for delivery_id in ids:
         try:

@@ -48,22 +48,28 @@ def notify_approvals_requested(mission: Any, approvals: Iterable[Any]) -> None:
     pending = [approval for approval in approvals if approval.status == "pending"]
     if pending:
         emit_many(
-            kind=EventKind.APPROVAL_REQUESTED, owner_id=mission.owner_id, mission=mission,
+            kind=EventKind.APPROVAL_REQUESTED,
+            owner_id=mission.owner_id,
+            mission=mission,
             events=[(f"approval.requested:{approval.pk}", approval_data(mission, approval)) for approval in pending],
         )
 
 
 def notify_approval_expiring(mission: Any, approval: Any) -> Notification | None:
-    return emit(kind=EventKind.APPROVAL_EXPIRING, owner_id=mission.owner_id, mission=mission,
-                dedupe_key=f"approval.expiring:{approval.pk}", data=approval_data(mission, approval))
+    return emit(
+        kind=EventKind.APPROVAL_EXPIRING,
+        owner_id=mission.owner_id,
+        mission=mission,
+        dedupe_key=f"approval.expiring:{approval.pk}",
+        data=approval_data(mission, approval),
+    )
 
 
 def approval_data(mission: Any, approval: Any) -> dict[str, Any]:
     respond_by: datetime | None = approval.respond_by
     return {
         "mission": mission_data(mission),
-        "approval": {"id": approval.pk, "action": approval.action, "reason": approval.reason,
-                     "respond_by": respond_by.isoformat() if respond_by else None},
+        "approval": {"id": approval.pk, "action": approval.action, "reason": approval.reason, "respond_by": respond_by.isoformat() if respond_by else None},
         "needed": f"Approve or reject “{approval.action}”",
         "reason": approval.reason,
         "url": link(reverse("inbox")) + f"#approval-{approval.pk}",
@@ -72,7 +78,9 @@ def approval_data(mission: Any, approval: Any) -> dict[str, Any]:
 
 def notify_milestone_claimed(mission: Any, milestone: Any) -> None:
     emit(
-        kind=EventKind.MILESTONE_AWAITING_REVIEW, owner_id=mission.owner_id, mission=mission,
+        kind=EventKind.MILESTONE_AWAITING_REVIEW,
+        owner_id=mission.owner_id,
+        mission=mission,
         dedupe_key=f"milestone.awaiting_review:{milestone.pk}",
         data={
             "mission": mission_data(mission),
@@ -95,16 +103,28 @@ def notify_mission_moved(mission: Any, to: str) -> None:
         EventKind.MISSION_FAILED: "Look at the quest and decide how it goes on",
         EventKind.MISSION_COMPLETED: "Nothing: the quest is done",
     }[kind]
-    emit(kind=kind, owner_id=mission.owner_id, mission=mission, dedupe_key=f"{kind}:{mission.pk}:{mission.state_version}",
-         data={"mission": mission_data(mission), "needed": needed, "reason": mission.stop_detail[:500], "url": mission_data(mission)["url"]})
+    emit(
+        kind=kind,
+        owner_id=mission.owner_id,
+        mission=mission,
+        dedupe_key=f"{kind}:{mission.pk}:{mission.state_version}",
+        data={"mission": mission_data(mission), "needed": needed, "reason": mission.stop_detail[:500], "url": mission_data(mission)["url"]},
+    )
 
 
 def notify_run_stalled(mission: Any, run: Any) -> None:
     emit(
-        kind=EventKind.RUN_STALLED, owner_id=mission.owner_id, mission=mission, dedupe_key=f"run.stalled:{run.pk}",
-        data={"mission": mission_data(mission), "run": {"id": run.pk, "number": run.number, "agent": run.agent},
-              "needed": "Check on the agent: its run stopped sending heartbeats", "reason": run.stop_detail[:500],
-              "url": mission_data(mission)["url"]},
+        kind=EventKind.RUN_STALLED,
+        owner_id=mission.owner_id,
+        mission=mission,
+        dedupe_key=f"run.stalled:{run.pk}",
+        data={
+            "mission": mission_data(mission),
+            "run": {"id": run.pk, "number": run.number, "agent": run.agent},
+            "needed": "Check on the agent: its run stopped sending heartbeats",
+            "reason": run.stop_detail[:500],
+            "url": mission_data(mission)["url"],
+        },
     )
 
 
@@ -118,8 +138,14 @@ def endpoints_for(owner_id: int, kind: str) -> list[WebhookEndpoint]:
 
 
 def emit(
-    *, kind: str, owner_id: int, dedupe_key: str, data: dict[str, Any], mission: Any = None,
-    endpoints: list[WebhookEndpoint] | None = None, email: bool | None = None,
+    *,
+    kind: str,
+    owner_id: int,
+    dedupe_key: str,
+    data: dict[str, Any],
+    mission: Any = None,
+    endpoints: list[WebhookEndpoint] | None = None,
+    email: bool | None = None,
 ) -> Notification | None:
     """Write one notification and its deliveries in the caller's transaction; None when this
     event was emitted before. `endpoints` and `email` override the person's choices (a test
@@ -130,8 +156,13 @@ def emit(
 
 
 def emit_many(
-    *, kind: str, owner_id: int, events: list[tuple[str, dict[str, Any]]], mission: Any = None,
-    endpoints: list[WebhookEndpoint] | None = None, mode: str | None = None,
+    *,
+    kind: str,
+    owner_id: int,
+    events: list[tuple[str, dict[str, Any]]],
+    mission: Any = None,
+    endpoints: list[WebhookEndpoint] | None = None,
+    mode: str | None = None,
 ) -> list[Notification]:
     """Several events of one kind for one person, `(dedupe_key, data)` each, in a fixed number of
     statements; those emitted before are left out."""
@@ -143,8 +174,7 @@ def emit_many(
     try:
         with transaction.atomic():  # a savepoint: a concurrent twin loses here, not the caller's transaction
             notifications = Notification.objects.bulk_create(
-                Notification(kind=kind, owner_id=owner_id, dedupe_key=key, data=data, mission=mission, in_digest=mode == Mode.DIGEST)
-                for key, data in events
+                Notification(kind=kind, owner_id=owner_id, dedupe_key=key, data=data, mission=mission, in_digest=mode == Mode.DIGEST) for key, data in events
             )
     except IntegrityError:
         return []

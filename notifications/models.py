@@ -28,9 +28,7 @@ class Mode(models.TextChoices):
 
 
 # Approvals and milestones wait on the person: they are told at once. The rest can wait a day.
-DEFAULT_MODES = {
-    kind: Mode.IMMEDIATELY if kind.startswith(("approval.", "milestone.")) else Mode.DIGEST for kind in EventKind.values
-}
+DEFAULT_MODES = {kind: Mode.IMMEDIATELY if kind.startswith(("approval.", "milestone.")) else Mode.DIGEST for kind in EventKind.values}
 
 
 class Notification(models.Model):

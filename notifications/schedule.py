@@ -32,10 +32,15 @@ def digest_groups(notifications: list[Notification]) -> list[dict]:
     labels = dict(EventKind.choices)
     return [
         {
-            "kind": kind, "label": labels.get(kind, kind),
+            "kind": kind,
+            "label": labels.get(kind, kind),
             "items": [
-                {"event_id": str(n.event_id), "mission_title": (n.data.get("mission") or {}).get("title", ""),
-                 "needed": n.data.get("needed", ""), "url": n.data.get("url", "")}
+                {
+                    "event_id": str(n.event_id),
+                    "mission_title": (n.data.get("mission") or {}).get("title", ""),
+                    "needed": n.data.get("needed", ""),
+                    "url": n.data.get("url", ""),
+                }
                 for n in items
             ],
         }
@@ -47,6 +52,7 @@ def moved_on(notifications: list[Notification]) -> set[int]:
     """The notifications whose cause no longer waits for the person: an approval decided or
     withdrawn since, a milestone reviewed, a quest no longer blocked or failed. A digest lists what
     waits, not what happened while nobody read the mail (three queries, whatever the count)."""
+
     def ids(kinds: tuple[str, ...], part: str) -> dict[int, int | None]:
         return {n.pk: (n.data.get(part) or {}).get("id") for n in notifications if n.kind in kinds}
 
@@ -85,7 +91,11 @@ def digest_send(*, owner_id: int, day: str) -> Notification | None:
         if not waiting:
             return None
         digest = events.emit(
-            kind="digest", owner_id=owner_id, dedupe_key=f"digest:{owner_id}:{day}", endpoints=[], email=True,
+            kind="digest",
+            owner_id=owner_id,
+            dedupe_key=f"digest:{owner_id}:{day}",
+            endpoints=[],
+            email=True,
             data={"groups": digest_groups(waiting), "needed": f"{len(waiting)} waiting", "url": events.link("/approvals/")},
         )
         if digest is not None:

@@ -65,14 +65,18 @@ def unsubscribe_url(owner_id: int, kind: str) -> str:
 def email_message(delivery: Delivery) -> EmailMultiAlternatives:
     notification = delivery.notification
     context = {
-        "notification": notification, "data": notification.data, "subject": subject(notification),
+        "notification": notification,
+        "data": notification.data,
+        "subject": subject(notification),
         "unsubscribe_url": unsubscribe_url(notification.owner_id, notification.kind),
         "settings_url": f"{settings.QUESTLOG_BASE_URL}/settings/notifications/",
         "respond_by": _moment(notification.data.get("approval", {}).get("respond_by"), notification.owner),
     }
     message = EmailMultiAlternatives(
-        subject=context["subject"], body=render_to_string("notifications/email/notification.txt", context),
-        from_email=settings.QUESTLOG_EMAIL_FROM, to=[notification.owner.email],
+        subject=context["subject"],
+        body=render_to_string("notifications/email/notification.txt", context),
+        from_email=settings.QUESTLOG_EMAIL_FROM,
+        to=[notification.owner.email],
         headers={
             # The same on every attempt: a mail client drops the duplicate an at-least-once send makes.
             "Message-ID": f"<{delivery.message_id}@{_domain()}>",

@@ -33,7 +33,9 @@ def webhook_create(*, actor: Actor, url: str, events_wanted: list[str], format: 
         raise InvalidInput(f"format must be one of {', '.join(Format.values)}.", field="format")
     unknown = sorted(set(events_wanted) - set(EventKind.values))
     if not events_wanted or unknown:
-        raise InvalidInput(f"events must name at least one of {', '.join(EventKind.values)}" + (f"; unknown: {', '.join(unknown)}." if unknown else "."), field="events")
+        raise InvalidInput(
+            f"events must name at least one of {', '.join(EventKind.values)}" + (f"; unknown: {', '.join(unknown)}." if unknown else "."), field="events"
+        )
     if len(url) > 2000:
         raise InvalidInput("The URL can be at most 2,000 characters.", field="url")
     try:
@@ -71,10 +73,17 @@ def webhook_test(*, actor: Actor, endpoint_id: int) -> Delivery:
         raise InvalidInput("This webhook is disabled; add it again once it works.", field="id")
     with transaction.atomic():
         notification = events.emit(
-            kind="webhook.test", owner_id=actor.user.pk, dedupe_key=f"webhook.test:{endpoint.pk}:{timezone.now().isoformat()}",
-            endpoints=[endpoint], email=False,
-            data={"endpoint": {"id": endpoint.pk}, "needed": "Nothing: this is a test", "reason": "Sent from the webhook settings.",
-                  "url": events.link("/settings/notifications/")},
+            kind="webhook.test",
+            owner_id=actor.user.pk,
+            dedupe_key=f"webhook.test:{endpoint.pk}:{timezone.now().isoformat()}",
+            endpoints=[endpoint],
+            email=False,
+            data={
+                "endpoint": {"id": endpoint.pk},
+                "needed": "Nothing: this is a test",
+                "reason": "Sent from the webhook settings.",
+                "url": events.link("/settings/notifications/"),
+            },
         )
         assert notification is not None  # its dedupe key is new (it holds the time), so emit made it
         return notification.deliveries.get()

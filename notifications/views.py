@@ -58,7 +58,11 @@ def preferences_save(request: HttpRequest) -> HttpResponse:
 @login_required
 @require_POST
 def webhook_add(request: HttpRequest) -> HttpResponse:
-    form: dict[str, Any] = {"url": request.POST.get("url", "").strip(), "events": request.POST.getlist("events"), "format": request.POST.get("format", "standard")}
+    form: dict[str, Any] = {
+        "url": request.POST.get("url", "").strip(),
+        "events": request.POST.getlist("events"),
+        "format": request.POST.get("format", "standard"),
+    }
     try:
         endpoint = services.webhook_create(actor=Actor(user=request.user), url=form["url"], events_wanted=form["events"], format=form["format"])
     except ServiceError as exc:

@@ -85,9 +85,7 @@ class Connection:
             idempotent = method in ("GET", "HEAD") or bool(json and json.get("key"))
         return 1 + (self.retries if idempotent else 0)
 
-    def _retry_delay(
-        self, attempt: int, method: str, json: dict[str, Any] | None, idempotent: bool | None, response: httpx.Response | None
-    ) -> float | None:
+    def _retry_delay(self, attempt: int, method: str, json: dict[str, Any] | None, idempotent: bool | None, response: httpx.Response | None) -> float | None:
         """How long to wait before trying again (exponential backoff with jitter), or None when
         this try's outcome is the answer: a success or client error, or the last try."""
         if attempt + 1 >= self._tries(method, json, idempotent):
@@ -117,7 +115,9 @@ class AsyncConnection:
             # with it.
             http = self.connection._http
             self._async_http = httpx.AsyncClient(
-                base_url=http.base_url, headers=http.headers, timeout=http.timeout,
+                base_url=http.base_url,
+                headers=http.headers,
+                timeout=http.timeout,
                 transport=self._transport or httpx.AsyncHTTPTransport(retries=1),
             )
             self._loop = loop

@@ -139,8 +139,7 @@ class ReconcileNeeded(QuestlogError):
 
     def __init__(self, operation: Any) -> None:
         super().__init__(
-            f"Operation {operation.key!r} was attempted but never confirmed; pass reconcile= to check "
-            "with the external service whether it happened."
+            f"Operation {operation.key!r} was attempted but never confirmed; pass reconcile= to check with the external service whether it happened."
         )
         self.operation = operation
 
@@ -179,12 +178,28 @@ class RunStateMismatch(QuestlogError):
 _BY_CODE: dict[str, type[ApiError]] = {
     cls.code: cls
     for cls in (
-        MalformedJSON, InvalidInput, Unauthenticated, Forbidden, NotFound, PayloadTooLarge,
-        RunActive, RunEnded, MissionNotStartable, KeyReuse, InvalidTransition, RetryBudgetExhausted,
+        MalformedJSON,
+        InvalidInput,
+        Unauthenticated,
+        Forbidden,
+        NotFound,
+        PayloadTooLarge,
+        RunActive,
+        RunEnded,
+        MissionNotStartable,
+        KeyReuse,
+        InvalidTransition,
+        RetryBudgetExhausted,
     )
 }
 _BY_STATUS: dict[int, type[ApiError]] = {
-    400: InvalidInput, 401: Unauthenticated, 403: Forbidden, 404: NotFound, 409: Conflict, 413: PayloadTooLarge, 422: InvalidInput,
+    400: InvalidInput,
+    401: Unauthenticated,
+    403: Forbidden,
+    404: NotFound,
+    409: Conflict,
+    413: PayloadTooLarge,
+    422: InvalidInput,
 }
 
 

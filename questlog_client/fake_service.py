@@ -100,9 +100,7 @@ class FakeService:
     def lookup(self, op: Operation) -> Outcome | None:
         """A reconcile hook: did the call for this operation happen? Its outcome, or None."""
         with closing(self._connect()) as db:
-            row = db.execute(
-                "SELECT kind, target, ref, external_id, status FROM calls WHERE ref = ? ORDER BY id LIMIT 1", (ref_for(op),)
-            ).fetchone()
+            row = db.execute("SELECT kind, target, ref, external_id, status FROM calls WHERE ref = ? ORDER BY id LIMIT 1", (ref_for(op),)).fetchone()
         if row is None:
             return None
         kind, target, ref, external_id, status = row

@@ -321,10 +321,9 @@ class Bundle:
             dependencies=[Record.from_dict(r) for r in data.get("dependencies", [])],
             milestones=[Milestone.from_dict(m) for m in data.get("milestones", [])],
             approvals=[Approval.from_dict(a) for a in data.get("approvals", [])],
-            operations=BundleOperations(**{
-                group: [Operation.from_dict(op) for op in ops.get(group, [])]
-                for group in ("completed", "to_reconcile", "planned", "failed")
-            }),
+            operations=BundleOperations(
+                **{group: [Operation.from_dict(op) for op in ops.get(group, [])] for group in ("completed", "to_reconcile", "planned", "failed")}
+            ),
             memory=[MemoryItem.from_dict(m) for m in data.get("memory", [])],
             standing_decisions=[StandingDecision.from_dict(d) for d in data.get("standing_decisions", [])],
             raw=data,

@@ -18,6 +18,7 @@ class Run(Protocol):
 
     def _call(self, method: str, path: str, body: dict[str, Any] | None, *, idempotent: bool | None = None) -> tuple[int, Any]: ...
 
+
 Effect = Callable[[models.Operation], "models.Outcome | dict[str, Any]"]
 Reconcile = Callable[[models.Operation], "models.Outcome | dict[str, Any] | None"]
 

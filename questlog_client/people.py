@@ -26,9 +26,7 @@ class PersonSession:
         csrf = self._http.cookies.get("csrftoken")
         if not csrf:
             raise errors.Unauthenticated(f"{login} set no csrftoken cookie.")
-        answer = self._http.post(
-            login, data={"username": username, "password": password, "csrfmiddlewaretoken": csrf}, headers={"Referer": login}
-        )
+        answer = self._http.post(login, data={"username": username, "password": password, "csrfmiddlewaretoken": csrf}, headers={"Referer": login})
         if answer.status_code != 302 or not self._http.cookies.get("sessionid"):
             raise errors.Unauthenticated(f"Could not sign in as {username!r} (HTTP {answer.status_code}).")
         self._http.headers["X-CSRFToken"] = self._http.cookies.get("csrftoken") or csrf

@@ -106,9 +106,7 @@ class Run(SideEffects):
         self.bundle = self.mission.resume()
         return self.bundle
 
-    def record(
-        self, kind: str, text: str, *, data: dict[str, Any] | None = None, resolves: int | None = None, key: str | None = None
-    ) -> models.Record:
+    def record(self, kind: str, text: str, *, data: dict[str, Any] | None = None, resolves: int | None = None, key: str | None = None) -> models.Record:
         """A structured note: `decision`, `open_question`, `blocker`, `dependency`, `evidence`,
         `note` or `tool_output`. With a `key` a repeated call returns the original record."""
         body = {"kind": kind, "text": text, "data": data, "resolves": resolves, "key": key or new_key()}
@@ -134,8 +132,13 @@ class Run(SideEffects):
         """Claim a milestone for a person to review. A gate ends this run (`run_ended`) until the
         person has reviewed it; a replay of a gate an earlier run claimed does not."""
         body = {
-            "kind": kind, "title": title, "summary": summary, "evidence": evidence or [], "gate": gate,
-            "agent_state": agent_state, "key": key or new_key(),
+            "kind": kind,
+            "title": title,
+            "summary": summary,
+            "evidence": evidence or [],
+            "gate": gate,
+            "agent_state": agent_state,
+            "key": key or new_key(),
         }
         status, answer = self._call("POST", f"runs/{self.id}/milestones", body)
         ended = gate and status == 201
@@ -157,8 +160,12 @@ class Run(SideEffects):
         run finds the decision in its bundle. A replay (same key, asked by an earlier run) leaves
         this run going and answers the approval as it is now."""
         body = {
-            "action": action, "payload": payload, "reason": reason, "agent_state": agent_state,
-            "expires_at": expires_at.isoformat() if expires_at else None, "key": key or new_key(),
+            "action": action,
+            "payload": payload,
+            "reason": reason,
+            "agent_state": agent_state,
+            "expires_at": expires_at.isoformat() if expires_at else None,
+            "key": key or new_key(),
         }
         status, answer = self._call("POST", f"runs/{self.id}/approvals", body)
         ended = status == 201
@@ -166,19 +173,16 @@ class Run(SideEffects):
             self._mark_ended("waiting_for_approval")
         return models.ApprovalRequested(models.Approval.from_dict(answer), run_ended=ended, stop_reason="waiting_for_approval" if ended else "")
 
-    def request_approvals(
-        self, items: list[dict[str, Any]], *, agent_state: dict[str, Any] | None = None, key: str | None = None
-    ) -> models.ApprovalsRequested:
+    def request_approvals(self, items: list[dict[str, Any]], *, agent_state: dict[str, Any] | None = None, key: str | None = None) -> models.ApprovalsRequested:
         """Ask several questions at once (tool calls an agent wants to make together): each item
         has `action`, `payload`, `reason`, and optionally `expires_at` (a datetime) and `agent_ref`
         (the agent's own id for the question, e.g. a tool call id). The run ends once, waiting
         for all of them; one checkpoint holds `agent_state`. A replay answers the approvals as
         they are now and leaves this run going."""
         body = {
-            "items": [
-                {**item, "expires_at": item["expires_at"].isoformat() if item.get("expires_at") else None} for item in items
-            ],
-            "agent_state": agent_state, "key": key or new_key(),
+            "items": [{**item, "expires_at": item["expires_at"].isoformat() if item.get("expires_at") else None} for item in items],
+            "agent_state": agent_state,
+            "key": key or new_key(),
         }
         status, answer = self._call("POST", f"runs/{self.id}/approvals/batch", body)
         ended = status == 201

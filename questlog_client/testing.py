@@ -47,8 +47,19 @@ from questlog_client.replay.scenario import AgentFn, PersonFn, Scenario, approve
 from questlog_client.replay.steps import Step, StepWatch
 
 __all__ = [
-    "Scenario", "PersonSession", "PointResult", "Report", "replaycheck", "parse_points", "strip_ids", "approve_everything",
-    "child_main", "AgentFn", "PersonFn", "Step", "StepWatch",
+    "Scenario",
+    "PersonSession",
+    "PointResult",
+    "Report",
+    "replaycheck",
+    "parse_points",
+    "strip_ids",
+    "approve_everything",
+    "child_main",
+    "AgentFn",
+    "PersonFn",
+    "Step",
+    "StepWatch",
 ]
 
 
@@ -148,10 +159,16 @@ def replaycheck(
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="replaycheck-") as tmp:
         harness = Harness(
-            scenario, base_urls=[base_url] if isinstance(base_url, str) else list(base_url), token=token,
-            username=username, password=password,
-            workdir=Path(workdir or tmp), heartbeat_interval=heartbeat_interval, takeover_timeout=takeover_timeout,
-            process_timeout=process_timeout, poll=poll,
+            scenario,
+            base_urls=[base_url] if isinstance(base_url, str) else list(base_url),
+            token=token,
+            username=username,
+            password=password,
+            workdir=Path(workdir or tmp),
+            heartbeat_interval=heartbeat_interval,
+            takeover_timeout=takeover_timeout,
+            process_timeout=process_timeout,
+            poll=poll,
         )
         harness.workdir.mkdir(parents=True, exist_ok=True)
         try:

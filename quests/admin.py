@@ -61,7 +61,16 @@ class ActiveHoldFilter(admin.SimpleListFilter):
 @admin.register(Mission)
 class MissionAdmin(ReadOnlyAdmin):
     list_display = (
-        "id", "title", "owner", "status", "stop_reason", "created_at", "ended_at", "retention_approved_at", "expires_at", "purged_at",
+        "id",
+        "title",
+        "owner",
+        "status",
+        "stop_reason",
+        "created_at",
+        "ended_at",
+        "retention_approved_at",
+        "expires_at",
+        "purged_at",
     )
     list_filter = ("status", "stop_reason", PurgedFilter, "retention_class", "created_at")
     search_fields = ("title", "objective", "owner__username")
@@ -193,7 +202,9 @@ class HoldAdmin(admin.ModelAdmin):
         if change:
             return
         hold = hold_place(
-            actor=Actor(user=request.user), reason=obj.reason, mission_id=obj.mission_id,
+            actor=Actor(user=request.user),
+            reason=obj.reason,
+            mission_id=obj.mission_id,
             username=obj.user.get_username() if obj.user is not None else None,
         )
         obj.pk, obj.placed_by_id, obj.created_at = hold.pk, hold.placed_by_id, hold.created_at

@@ -164,8 +164,12 @@ def checkpoint_tree(
             lane, next_lane = next_lane, next_lane + 1
         lane_of[c.pk] = lane
         nodes[c.pk] = TreeNode(
-            checkpoint=c, x=TREE_PAD + slot[c.pk] * TREE_STEP_X, y=TREE_PAD + lane * TREE_STEP_Y,
-            on_branch=c.pk in branch, is_head=c.pk == head_id, is_chosen=c.pk == chosen.pk,
+            checkpoint=c,
+            x=TREE_PAD + slot[c.pk] * TREE_STEP_X,
+            y=TREE_PAD + lane * TREE_STEP_Y,
+            on_branch=c.pk in branch,
+            is_head=c.pk == head_id,
+            is_chosen=c.pk == chosen.pk,
             stub=c.parent_id is not None and c.parent_id not in by_id,
         )
     for node in nodes.values():
@@ -239,8 +243,13 @@ def overview(shape: HistoryShape, chosen_seq: int | None) -> Overview:
         verified = bisect_right(shape.verified, last) - bisect_left(shape.verified, first)
         # The first stretch off the branch ending at or after `first`: does it start by `last`?
         gap = bisect_left(gap_ends, first)
-        buckets.append(OverviewBucket(
-            first=first, last=last, verified=verified, set_aside=gap < len(gaps) and gaps[gap][0] <= last,
-            holds_chosen=chosen_seq is not None and first <= chosen_seq <= last,
-        ))
+        buckets.append(
+            OverviewBucket(
+                first=first,
+                last=last,
+                verified=verified,
+                set_aside=gap < len(gaps) and gaps[gap][0] <= last,
+                holds_chosen=chosen_seq is not None and first <= chosen_seq <= last,
+            )
+        )
     return Overview(buckets=buckets, first=shape.first, last=shape.last)

@@ -17,7 +17,7 @@ def json_object(text: str, *, subject: str) -> dict[str, Any]:
     except storable.Unstorable as exc:
         raise forms.ValidationError(f"{exc.message} Nothing was changed.", code="unstorable") from None
     if not isinstance(value, dict):
-        raise forms.ValidationError(f"{subject} must be a JSON object, like {{\"key\": \"value\"}}. Nothing was changed.")
+        raise forms.ValidationError(f'{subject} must be a JSON object, like {{"key": "value"}}. Nothing was changed.')
     return value
 
 
@@ -69,7 +69,8 @@ class TokenForm(forms.Form):
     name = forms.CharField(max_length=limits.TOKEN_NAME, error_messages={"required": "Give the token a name, so you know which agent uses it."})
     # Checked against `missions` one id at a time: the page offers a searched few, never them all.
     mission = forms.ModelChoiceField(
-        queryset=Mission.objects.none(), required=False,
+        queryset=Mission.objects.none(),
+        required=False,
         error_messages={"invalid_choice": "That quest is not one of your open quests. Search again, or choose All my quests."},
     )
 

@@ -24,6 +24,7 @@ API_PREFIX = "/api/"
 def is_api_path(path: str) -> bool:
     return path.startswith(API_PREFIX) or path == API_PREFIX.rstrip("/")
 
+
 # Raw tool output may be larger than other bodies; the endpoint re-checks by record kind.
 _RECORDS_PATH = re.compile(r"^/api/v1/runs/[^/]+/records/?$")
 

@@ -51,12 +51,14 @@ TERMINAL_STATUSES = (MissionStatus.CANCELLED, MissionStatus.COMPLETED)
 class MissionQuerySet(models.QuerySet):
     def with_progress(self) -> "MissionQuerySet":
         """Missions with what `Mission.progress` reads prefetched: a list costs two queries."""
-        return self.prefetch_related(
-            models.Prefetch("milestones", queryset=Milestone.objects.only("id", "mission_id", "kind", "review_status"))
-        )
+        return self.prefetch_related(models.Prefetch("milestones", queryset=Milestone.objects.only("id", "mission_id", "kind", "review_status")))
 
 
 class Mission(Lifecycle):
+    # Not a field: set on a locked row by `services.locking` when its transaction also holds the
+    # blob writers' lock, so a later write in it need not take the lock again.
+    blobs_guarded: bool = False
+
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="missions")
     title = models.CharField(max_length=200)
     objective = models.TextField()
@@ -67,12 +69,8 @@ class Mission(Lifecycle):
     ended_at = models.DateTimeField(null=True, blank=True)
     updated_at = models.DateTimeField(auto_now=True)
     planned_milestones = models.JSONField(default=list, blank=True)
-    head_checkpoint = models.ForeignKey(
-        "checkpoints.Checkpoint", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
-    )
-    last_verified_checkpoint = models.ForeignKey(
-        "checkpoints.Checkpoint", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
-    )
+    head_checkpoint = models.ForeignKey("checkpoints.Checkpoint", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    last_verified_checkpoint = models.ForeignKey("checkpoints.Checkpoint", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     # Allocated under the mission's row lock so checkpoint sequence numbers never collide.
     next_checkpoint_seq = models.PositiveIntegerField(default=1)
     run_count = models.PositiveIntegerField(default=0)
@@ -297,11 +295,7 @@ class Hold(models.Model):
     released_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
-        constraints = [
-            models.CheckConstraint(
-                condition=Q(mission__isnull=False) | Q(user__isnull=False), name="hold_names_mission_or_user"
-            )
-        ]
+        constraints = [models.CheckConstraint(condition=Q(mission__isnull=False) | Q(user__isnull=False), name="hold_names_mission_or_user")]
 
 
 class GraphThread(models.Model):

@@ -371,8 +371,6 @@ _GETTERS: dict[type, list] = {}
 def _getters(schema: type[Schema]) -> list:
     getters = _GETTERS.get(schema)
     if getters is None:
-        getters = [
-            (name, getattr(schema, f"resolve_{name}", None) or attrgetter(name)) for name in schema.model_fields
-        ]
+        getters = [(name, getattr(schema, f"resolve_{name}", None) or attrgetter(name)) for name in schema.model_fields]
         _GETTERS[schema] = getters
     return getters

@@ -214,7 +214,24 @@ def mission_version(mission: Mission) -> str:
 
 
 __all__ = [
-    "board", "board_missions", "board_version", "HistoryWindow", "inbox", "mission_page", "mission_version",
-    "milestone_rows", "next_step", "quest_card", "recent_decisions", "timeline", "token_mission_choices", "token_missions", "tokens",
-    "InboxItem", "InboxFilter", "INBOX_KINDS", "inbox_quests", "TOKENS_PAGE_SIZE",
+    "board",
+    "board_missions",
+    "board_version",
+    "HistoryWindow",
+    "inbox",
+    "mission_page",
+    "mission_version",
+    "milestone_rows",
+    "next_step",
+    "quest_card",
+    "recent_decisions",
+    "timeline",
+    "token_mission_choices",
+    "token_missions",
+    "tokens",
+    "InboxItem",
+    "InboxFilter",
+    "INBOX_KINDS",
+    "inbox_quests",
+    "TOKENS_PAGE_SIZE",
 ]

@@ -19,8 +19,18 @@ LEDGER_SHOWN = 10
 LEDGER_PAGE_SIZE = 50
 # The columns the ledger's table shows (the request and its hashes are the agent's, not a person's).
 LEDGER_FIELDS = (
-    "id", "mission_id", "key", "kind", "target", "status", "attempts", "max_attempts",
-    "external_id", "external_status", "receipt", "error",
+    "id",
+    "mission_id",
+    "key",
+    "kind",
+    "target",
+    "status",
+    "attempts",
+    "max_attempts",
+    "external_id",
+    "external_status",
+    "receipt",
+    "error",
 )
 # `?status=` of the ledger page: the bundle's names for the groups of the ledger.
 STATUS_OF_GROUP = {group: status for status, group in OPERATION_GROUPS.items()}

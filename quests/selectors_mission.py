@@ -124,7 +124,7 @@ def page_rows(mission: Mission, window: HistoryWindow) -> PageRows:
     mine = Checkpoint.objects.filter(mission_id=mission.pk)
 
     def seq_at(rows: Any, offset: int) -> Subquery:
-        return Subquery(rows.values("seq")[offset:offset + 1])
+        return Subquery(rows.values("seq")[offset : offset + 1])
 
     candidates = [mine.filter(pk=window.at)] if window.at else []
     candidates += [mine.filter(seq__gte=window.near).order_by("seq")] if window.near is not None else []
@@ -175,10 +175,13 @@ def timeline_page(mission: Mission, window: HistoryWindow, rows: PageRows) -> Ti
     runs = list(Run.objects.filter(Q(pk__in=run_ids) | started_here, mission_id=mission.pk).order_by("-number")[:TIMELINE_SIZE])
     acts = list(
         AuditEvent.objects.filter(PERSON_ACTS, made_here, mission_id=mission.pk, actor_user__isnull=False)
-        .select_related("actor_user").order_by("-created_at")[:TIMELINE_SIZE]
+        .select_related("actor_user")
+        .order_by("-created_at")[:TIMELINE_SIZE]
     )
     return TimelinePage(
-        entries=timeline(runs, shown, acts), older=shown[-1].seq if has_older else None, newer=rows.newer,
+        entries=timeline(runs, shown, acts),
+        older=shown[-1].seq if has_older else None,
+        newer=rows.newer,
         is_latest=window.before is None,
     )
 
@@ -188,11 +191,16 @@ def history_shape(mission: Mission) -> HistoryShape:
     ones, verified ones; one query along their partial index): one row per restore or verified
     checkpoint a person made, not per checkpoint."""
     restored = Subquery(Checkpoint.objects.filter(pk=OuterRef("parent_id")).values("seq")[:1])
-    rows = list(Checkpoint.objects.filter(BRANCH_POINTS, mission_id=mission.pk).annotate(
-        # Only a restore's parent matters (a lookup per restore, not a join over every checkpoint).
-        parent_seq=Case(When(trigger=Trigger.RESTORE, then=restored)),
-        head_seq=Subquery(Checkpoint.objects.filter(Q(pk=mission.head_checkpoint_id)).values("seq")[:1]),
-    ).values_list("seq", "trigger", "parent_id", "parent_seq", "verified", "head_seq").order_by("seq"))
+    rows = list(
+        Checkpoint.objects.filter(BRANCH_POINTS, mission_id=mission.pk)
+        .annotate(
+            # Only a restore's parent matters (a lookup per restore, not a join over every checkpoint).
+            parent_seq=Case(When(trigger=Trigger.RESTORE, then=restored)),
+            head_seq=Subquery(Checkpoint.objects.filter(Q(pk=mission.head_checkpoint_id)).values("seq")[:1]),
+        )
+        .values_list("seq", "trigger", "parent_id", "parent_seq", "verified", "head_seq")
+        .order_by("seq")
+    )
     if not rows:
         return HistoryShape(runs=[], verified=[], first=None, last=None)
     jumps = {seq: parent_seq for seq, trigger, parent_id, parent_seq, _, _ in rows if trigger == Trigger.RESTORE or parent_id is None}
@@ -251,7 +259,9 @@ def milestone_window(mission: Mission) -> MilestoneWindow:
     milestones of each kind and review status, which is all the progress rule needs."""
     approved = Q(review_status=ReviewStatus.APPROVED)
     rows: list[Any] = list(  # with newest_per_group's attributes, which the stubs cannot follow
-        Milestone.objects.filter(mission=mission).select_related("checkpoint").defer(*HEAVY_CHECKPOINT_FIELDS)
+        Milestone.objects.filter(mission=mission)
+        .select_related("checkpoint")
+        .defer(*HEAVY_CHECKPOINT_FIELDS)
         .annotate(**newest_per_group(AWAITING_REVIEW), **newest_per_group(approved, prefix="approved_"))
         .filter(AWAITING_REVIEW | Q(newest__lte=MILESTONES_SHOWN) | (approved & Q(approved_newest__lte=BADGES_SHOWN)))
         .order_by("id")
@@ -385,6 +395,7 @@ def mission_page(mission: Mission, window: HistoryWindow | None = None) -> Missi
 
 
 # ---- checkpoint page --------------------------------------------------------------------------
+
 
 @dataclass
 class CompareChoices:

@@ -27,6 +27,7 @@ MISSION_CHOICES = 20
 
 # ---- inbox -------------------------------------------------------------------------------------
 
+
 @dataclass
 class InboxItem:
     kind: str  # "approval" or "milestone"
@@ -81,10 +82,17 @@ def _waiting(approvals: QuerySet, milestones: QuerySet) -> QuerySet:
     """(kind, id, blocks, respond_by, created_at) of everything waiting for this person, both kinds
     in one statement. `blocks` is 1 for what an agent waits on: every pending approval (its run
     ended to ask) and a gate milestone; a milestone that is no gate blocks no one."""
+
     def rows(qs: QuerySet, kind: str, blocks: Any, respond_by: Any) -> QuerySet:
-        return qs.annotate(
-            item_kind=Value(kind, output_field=CharField()), blocks=blocks, due=respond_by,
-        ).values_list("item_kind", "id", "blocks", "due", "created_at").order_by()
+        return (
+            qs.annotate(
+                item_kind=Value(kind, output_field=CharField()),
+                blocks=blocks,
+                due=respond_by,
+            )
+            .values_list("item_kind", "id", "blocks", "due", "created_at")
+            .order_by()
+        )
 
     no_deadline = Value(None, output_field=DateTimeField())
     return rows(approvals, "approval", Value(1, output_field=IntegerField()), F("respond_by")).union(
@@ -168,7 +176,9 @@ def recent_decisions(user, now: datetime | None = None, *, mission_id: int | Non
     since = now - timedelta(seconds=settings.QUESTLOG_UNDO_SECONDS)
     decided = (
         Approval.objects.filter(decided_by=user, decided_at__gte=since)
-        .annotate(run_since=run_started_since_decision()).select_related("mission").order_by("-decided_at")
+        .annotate(run_since=run_started_since_decision())
+        .select_related("mission")
+        .order_by("-decided_at")
     )
     reviewed = Milestone.objects.filter(reviewed_by=user, reviewed_at__gte=since).select_related("mission").order_by("-reviewed_at")
     if mission_id is not None:
@@ -186,14 +196,11 @@ def recent_decisions(user, now: datetime | None = None, *, mission_id: int | Non
 
 # ---- tokens ------------------------------------------------------------------------------------
 
+
 def tokens(user, page: Any = 1) -> Page:
     """A page of the person's tokens, the ones in use first. Tokens are few, but revoked ones stay
     listed for the record, so the list grows with time: paged like every other list."""
-    qs = (
-        AgentToken.objects.filter(user=user)
-        .select_related("mission")
-        .order_by(F("revoked_at").asc(nulls_first=True), "name", "-created_at", "id")
-    )
+    qs = AgentToken.objects.filter(user=user).select_related("mission").order_by(F("revoked_at").asc(nulls_first=True), "name", "-created_at", "id")
     return Paginator(qs, TOKENS_PAGE_SIZE).get_page(page)
 
 

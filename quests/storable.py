@@ -166,6 +166,7 @@ def _out_of_range(text: str) -> str:
 
 # json.loads's hooks. Their exceptions pass through json.loads as they are; parse_json words them.
 
+
 class _NotJson(Exception):
     pass
 

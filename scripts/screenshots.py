@@ -57,29 +57,47 @@ def seed() -> dict[str, int]:
 
     # A deployment waiting for approval, with a correction already made earlier.
     deploy, _ = missions.mission_create(
-        actor=agent, title="Ship the pricing page", objective="Update the pricing page copy and deploy it to production.",
+        actor=agent,
+        title="Ship the pricing page",
+        objective="Update the pricing page copy and deploy it to production.",
         constraints=["Never deploy on a Friday"],
-        planned_milestones=[{"kind": "draft_ready", "title": "Copy drafted"}, {"kind": "data_verified", "title": "Prices checked"}, {"kind": "deployment_paused", "title": "Deployed"}],
+        planned_milestones=[
+            {"kind": "draft_ready", "title": "Copy drafted"},
+            {"kind": "data_verified", "title": "Prices checked"},
+            {"kind": "deployment_paused", "title": "Deployed"},
+        ],
     )
     run, _ = runs.run_start(actor=agent, mission_id=deploy.pk, agent="release-bot")
     records.record_create(actor=agent, run_id=run.pk, kind="decision", text="Keep the three-tier layout; only the copy changes.")
-    draft, _ = approvals.milestone_claim(actor=agent, run_id=run.pk, kind="draft_ready", title="Copy drafted", summary="New copy for all three tiers.", agent_state={"step": "draft"})
+    draft, _ = approvals.milestone_claim(
+        actor=agent, run_id=run.pk, kind="draft_ready", title="Copy drafted", summary="New copy for all three tiers.", agent_state={"step": "draft"}
+    )
     approvals.milestone_review(actor=person, milestone_id=draft.pk, action="approve")
-    prices, _ = approvals.milestone_claim(actor=agent, run_id=run.pk, kind="data_verified", title="Prices checked", summary="Prices match the billing system.", agent_state={"step": "verify"})
+    prices, _ = approvals.milestone_claim(
+        actor=agent, run_id=run.pk, kind="data_verified", title="Prices checked", summary="Prices match the billing system.", agent_state={"step": "verify"}
+    )
     approvals.milestone_review(actor=person, milestone_id=prices.pk, action="correct", note="Show prices including VAT")
     approvals.approval_request(
-        actor=agent, run_id=run.pk, action="deploy to production", payload={"environment": "production", "version": "2024.05.2", "canary": True},
-        reason="The copy is approved and prices are checked; deploying changes the public site.", agent_state={"step": "deploy"},
+        actor=agent,
+        run_id=run.pk,
+        action="deploy to production",
+        payload={"environment": "production", "version": "2024.05.2", "canary": True},
+        reason="The copy is approved and prices are checked; deploying changes the public site.",
+        agent_state={"step": "deploy"},
     )
 
     # A mission blocked on an outside service.
     crm, _ = missions.mission_create(actor=agent, title="Sync the CRM contacts", objective="Copy new sign-ups into the CRM every evening.")
     run, _ = runs.run_start(actor=agent, mission_id=crm.pk, agent="sync-bot")
-    runs.run_stop(actor=agent, run_id=run.pk, reason="blocked_external", detail="CRM unreachable", retry_at=timezone.now().replace(hour=14, minute=0) + timedelta(days=1))
+    runs.run_stop(
+        actor=agent, run_id=run.pk, reason="blocked_external", detail="CRM unreachable", retry_at=timezone.now().replace(hour=14, minute=0) + timedelta(days=1)
+    )
 
     # A running mission (no worker runs here, so it stays running while the pictures are taken).
     report, _ = missions.mission_create(
-        actor=agent, title="Write the quarterly report", objective="Draft the Q2 report from the finance sheets.",
+        actor=agent,
+        title="Write the quarterly report",
+        objective="Draft the Q2 report from the finance sheets.",
         planned_milestones=[{"kind": "research_complete", "title": "Numbers gathered"}, {"kind": "draft_ready", "title": "Draft ready"}],
     )
     run, _ = runs.run_start(actor=agent, mission_id=report.pk, agent="writer")
@@ -89,22 +107,42 @@ def seed() -> dict[str, int]:
 
     # A mission restored to its last verified checkpoint: the tree branches.
     trip, _ = missions.mission_create(
-        actor=agent, title="Book the Lisbon trip", objective="Flights and a hotel for the conference in June.",
-        constraints=["Direct flights only"], planned_milestones=[{"kind": "plan_approved", "title": "Plan approved"}],
+        actor=agent,
+        title="Book the Lisbon trip",
+        objective="Flights and a hotel for the conference in June.",
+        constraints=["Direct flights only"],
+        planned_milestones=[{"kind": "plan_approved", "title": "Plan approved"}],
     )
     run, _ = runs.run_start(actor=agent, mission_id=trip.pk, agent="travel-bot")
     records.checkpoint_create(actor=agent, run_id=run.pk, agent_state={"step": "search"})
-    plan, _ = approvals.milestone_claim(actor=agent, run_id=run.pk, kind="plan_approved", title="Plan approved", summary="TAP direct, Hotel Avenida.", agent_state={"step": "plan", "hotel": "Avenida"})
+    plan, _ = approvals.milestone_claim(
+        actor=agent,
+        run_id=run.pk,
+        kind="plan_approved",
+        title="Plan approved",
+        summary="TAP direct, Hotel Avenida.",
+        agent_state={"step": "plan", "hotel": "Avenida"},
+    )
     approvals.milestone_review(actor=person, milestone_id=plan.pk, action="approve")
     op, _ = operations.operation_plan(actor=agent, run_id=run.pk, key="flight-tap-1", kind="flight.book", target="TAP TP1351", request={"passengers": 1})
     operations.operation_attempt(actor=agent, operation_id=op.pk)
     operations.operation_complete(actor=agent, operation_id=op.pk, external_id="PNR-7QX2", external_status="confirmed", receipt={"price": "312 EUR"})
     # A receipt as providers write them (long ids, several fields), so the ledger's layout shows.
-    op, _ = operations.operation_plan(actor=agent, run_id=run.pk, key="hotel-avenida-1", kind="hotel.book", target="Hotel Avenida Palace, Lisbon", request={"nights": 3})
+    op, _ = operations.operation_plan(
+        actor=agent, run_id=run.pk, key="hotel-avenida-1", kind="hotel.book", target="Hotel Avenida Palace, Lisbon", request={"nights": 3}
+    )
     operations.operation_attempt(actor=agent, operation_id=op.pk)
     operations.operation_complete(
-        actor=agent, operation_id=op.pk, external_id="booking_7f3c9e21a4b84d0f9c61e2d5a8b3f0c7", external_status="confirmed",
-        receipt={"confirmation": "HTL-2024-06-LIS-88213457", "room": "Double, city view", "total": "486 EUR", "cancellation": "Free until 48 hours before arrival"},
+        actor=agent,
+        operation_id=op.pk,
+        external_id="booking_7f3c9e21a4b84d0f9c61e2d5a8b3f0c7",
+        external_status="confirmed",
+        receipt={
+            "confirmation": "HTL-2024-06-LIS-88213457",
+            "room": "Double, city view",
+            "total": "486 EUR",
+            "cancellation": "Free until 48 hours before arrival",
+        },
     )
     records.record_create(actor=agent, run_id=run.pk, kind="decision", text="Switch to Hotel Miradouro (cheaper).")
     records.checkpoint_create(actor=agent, run_id=run.pk, agent_state={"step": "hotel", "hotel": "Miradouro"})
@@ -113,7 +151,9 @@ def seed() -> dict[str, int]:
     missions.mission_restore(actor=person, mission_id=trip.pk, checkpoint_id=trip.last_verified_checkpoint_id)
 
     # A finished one.
-    done, _ = missions.mission_create(actor=agent, title="Renew the domain", objective="Renew questlog.example for two years.", planned_milestones=[{"kind": "custom", "title": "Renewed"}])
+    done, _ = missions.mission_create(
+        actor=agent, title="Renew the domain", objective="Renew questlog.example for two years.", planned_milestones=[{"kind": "custom", "title": "Renewed"}]
+    )
     run, _ = runs.run_start(actor=agent, mission_id=done.pk, agent="ops-bot")
     renewed, _ = approvals.milestone_claim(actor=agent, run_id=run.pk, kind="custom", title="Renewed", agent_state={})
     approvals.milestone_review(actor=person, milestone_id=renewed.pk, action="approve")
@@ -132,7 +172,9 @@ def seed_long_history(agent, person) -> int:
     from quests.services import approvals, missions, records, runs
 
     nightly, _ = missions.mission_create(
-        actor=agent, title="Nightly warehouse sync", objective="Load yesterday's orders into the warehouse every night and flag gaps.",
+        actor=agent,
+        title="Nightly warehouse sync",
+        objective="Load yesterday's orders into the warehouse every night and flag gaps.",
         constraints=["Never delete rows in the warehouse"],
     )
     for night in range(1, 31):
@@ -141,7 +183,11 @@ def seed_long_history(agent, person) -> int:
             records.checkpoint_create(actor=agent, run_id=run.pk, agent_state={"night": night, "step": step})
         if night % 6 == 0:
             loaded, _ = approvals.milestone_claim(
-                actor=agent, run_id=run.pk, kind="data_verified", title=f"Week {night // 6} loaded", agent_state={"night": night},
+                actor=agent,
+                run_id=run.pk,
+                kind="data_verified",
+                title=f"Week {night // 6} loaded",
+                agent_state={"night": night},
             )
             approvals.milestone_review(actor=person, milestone_id=loaded.pk, action="approve")
         if night in (14, 26):
@@ -184,7 +230,10 @@ def main() -> int:
     port = free_port()
     server = subprocess.Popen(
         [sys.executable, "manage.py", "runserver", f"127.0.0.1:{port}", "--noreload"],
-        cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     base = f"http://127.0.0.1:{port}"
     try:

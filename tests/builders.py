@@ -54,8 +54,12 @@ def waiting_on_approval(
     agent = agent or agent_for(user)
     mission, run = running(user, title, agent=agent)
     approval, _ = approvals.approval_request(
-        actor=agent, run_id=run.pk, action=action, payload={"environment": "production", "version": "1.2"},
-        reason="Deploying changes the public site.", agent_state={"step": "deploy"},
+        actor=agent,
+        run_id=run.pk,
+        action=action,
+        payload={"environment": "production", "version": "1.2"},
+        reason="Deploying changes the public site.",
+        agent_state={"step": "deploy"},
     )
     mission.refresh_from_db()
     return mission, approval
@@ -65,8 +69,13 @@ def waiting_on_gate(user, title: str = "Plan the offsite", *, agent: Actor | Non
     agent = agent or agent_for(user)
     mission, run = running(user, title, agent=agent)
     milestone, _ = approvals.milestone_claim(
-        actor=agent, run_id=run.pk, kind="research_complete", title="Venues shortlisted",
-        summary="Two venues under budget.", gate=True, agent_state={"step": "plan"},
+        actor=agent,
+        run_id=run.pk,
+        kind="research_complete",
+        title="Venues shortlisted",
+        summary="Two venues under budget.",
+        gate=True,
+        agent_state={"step": "plan"},
     )
     mission.refresh_from_db()
     return mission, milestone
@@ -86,7 +95,11 @@ def verified_then_more_work(user, title: str = "Book the Lisbon trip", *, agent:
     mission, run = running(user, title, agent=agent)
     records.checkpoint_create(actor=agent, run_id=run.pk, agent_state={"step": "search"})
     milestone, _ = approvals.milestone_claim(
-        actor=agent, run_id=run.pk, kind="plan_approved", title="Plan approved", agent_state={"step": "plan", "hotel": "Avenida"},
+        actor=agent,
+        run_id=run.pk,
+        kind="plan_approved",
+        title="Plan approved",
+        agent_state={"step": "plan", "hotel": "Avenida"},
     )
     approvals.milestone_review(actor=person(user), milestone_id=milestone.pk, action="approve")
     op, _ = operations.operation_plan(actor=agent, run_id=run.pk, key="flight-1", kind="flight.book", target="TP1351", request={"seats": 1})
@@ -109,7 +122,13 @@ def opening_tag(html: str, element_id: str) -> str:
 
 
 def long_history(
-    user, count: int, *, restore_every: int = 250, verified_every: int = 100, run_length: int = 25, title: str = "A long history",
+    user,
+    count: int,
+    *,
+    restore_every: int = 250,
+    verified_every: int = 100,
+    run_length: int = 25,
+    title: str = "A long history",
 ) -> Mission:
     """A stopped mission with `count` checkpoints written in a few statements (the services would
     take minutes for thousands): runs of `run_length` checkpoints, every `verified_every`-th
@@ -127,10 +146,16 @@ def long_history(
     )
     rows = Checkpoint.objects.bulk_create(
         Checkpoint(
-            mission=mission, seq=seq, run=None if seq % restore_every == 0 else run_rows[(seq - start.seq) // run_length],
-            trigger=Trigger.RESTORE if seq % restore_every == 0 else Trigger.AGENT, hash=start.hash, verified=seq % verified_every == 0,
-            note=f"Restored from #{seq - 3}" if seq % restore_every == 0 else "", state_refs=start.state_refs,
-            agent_state_refs=first.agent_state_refs, size_bytes=start.size_bytes,
+            mission=mission,
+            seq=seq,
+            run=None if seq % restore_every == 0 else run_rows[(seq - start.seq) // run_length],
+            trigger=Trigger.RESTORE if seq % restore_every == 0 else Trigger.AGENT,
+            hash=start.hash,
+            verified=seq % verified_every == 0,
+            note=f"Restored from #{seq - 3}" if seq % restore_every == 0 else "",
+            state_refs=start.state_refs,
+            agent_state_refs=first.agent_state_refs,
+            size_bytes=start.size_bytes,
         )
         for seq in seqs
     )
@@ -142,7 +167,9 @@ def long_history(
     head = rows[-1] if rows else start
     verified = [c for c in rows if c.verified]
     Mission.objects.filter(pk=mission.pk).update(
-        head_checkpoint=head, last_verified_checkpoint=verified[-1] if verified else None, next_checkpoint_seq=head.seq + 1,
+        head_checkpoint=head,
+        last_verified_checkpoint=verified[-1] if verified else None,
+        next_checkpoint_seq=head.seq + 1,
     )
     mission.refresh_from_db()
     return mission
@@ -154,9 +181,16 @@ def ledger_of(mission: Mission, **by_status: int) -> list[Operation]:
     thousands of service calls that would make them."""
     rows = [
         Operation(
-            mission=mission, key=f"{status}-{n}", request_hash="0" * 64, kind="email.send", target=f"person{n}@example.com",
-            status=status, attempts=0 if status == "planned" else 1, external_id=f"msg-{n}" if status == "completed" else "",
-            receipt={"message_id": f"msg-{n}"} if status == "completed" else None, error="Mailbox full" if status == "failed" else "",
+            mission=mission,
+            key=f"{status}-{n}",
+            request_hash="0" * 64,
+            kind="email.send",
+            target=f"person{n}@example.com",
+            status=status,
+            attempts=0 if status == "planned" else 1,
+            external_id=f"msg-{n}" if status == "completed" else "",
+            receipt={"message_id": f"msg-{n}"} if status == "completed" else None,
+            error="Mailbox full" if status == "failed" else "",
         )
         for status, count in by_status.items()
         for n in range(count)
@@ -170,8 +204,11 @@ def milestones_of(mission: Mission, **by_state: int) -> list[Milestone]:
     from the inbox; titles `<state> <n>`; kinds alternate between a planned one and a custom one)."""
     rows = [
         Milestone(
-            mission=mission, kind="research_complete" if n % 2 else "custom", title=f"{state} {n}",
-            review_status="pending_review" if state == "withdrawn" else state, withdrawn=state == "withdrawn",
+            mission=mission,
+            kind="research_complete" if n % 2 else "custom",
+            title=f"{state} {n}",
+            review_status="pending_review" if state == "withdrawn" else state,
+            withdrawn=state == "withdrawn",
         )
         for state, count in by_state.items()
         for n in range(count)

@@ -17,8 +17,17 @@ from mcp_types import CallToolResult
 T = TypeVar("T")
 
 TOOLS = {
-    "create_mission", "resume_mission", "start_run", "save_checkpoint", "add_record", "begin_operation",
-    "complete_operation", "fail_operation", "request_approval", "stop_run", "list_missions",
+    "create_mission",
+    "resume_mission",
+    "start_run",
+    "save_checkpoint",
+    "add_record",
+    "begin_operation",
+    "complete_operation",
+    "fail_operation",
+    "request_approval",
+    "stop_run",
+    "list_missions",
 }
 
 
@@ -37,6 +46,7 @@ def with_client(base_url: str, token: str | None, work: Callable[[Client], Await
     async def main() -> T:
         async with connected(base_url, token) as client:
             return await work(client)
+
     return asyncio.run(main())
 
 
@@ -67,6 +77,7 @@ class McpHost:
             except BaseException as exc:  # noqa: BLE001  (reported to the caller of __init__)
                 if not opened.done():
                     opened.set_exception(exc)
+
         self._holder = self.loop.create_task(hold())
         return await opened
 
@@ -92,6 +103,7 @@ class McpHost:
         async def stop() -> None:
             self._closing.set()
             await self._holder
+
         self._wait(stop())
         self.loop.call_soon_threadsafe(self.loop.stop)
         self.thread.join(timeout=10)

@@ -93,9 +93,7 @@ class Script:
                 # The hosted MCP server (the provider's side) runs the approved call.
                 _log(self.log, "hosted:" + str(_get(item, "approval_request_id")), {})
         if done < len(self.turns):
-            calls = [
-                function_call(c.tool, c.arguments, call_id=c.call_id) if isinstance(c, Call) else c for c in self.turns[done]
-            ]
+            calls = [function_call(c.tool, c.arguments, call_id=c.call_id) if isinstance(c, Call) else c for c in self.turns[done]]
             return [assistant_message(f"{marker} {done + 1}"), *calls]
         return [assistant_message(f"{self.agent} finished; it was told: {json.dumps(seen_outputs(history))}")]
 
@@ -180,7 +178,8 @@ def _rejections(log: Path) -> Agent:
 
 def _parallel(log: Path) -> Agent:
     return single(
-        log, [call("send_email", "team", "call_1"), call("book_room", "lodge", "call_2"), call("send_email", "boss", "call_3")],
+        log,
+        [call("send_email", "team", "call_1"), call("book_room", "lodge", "call_2"), call("send_email", "boss", "call_3")],
         tools=[tool("send_email", log), tool("book_room", log)],
     )
 
@@ -202,7 +201,8 @@ def _dynamic_approval(log: Path) -> Agent:
         return not str(params.get("target", "")).endswith("@example.com")
 
     return single(
-        log, [call("send_email", "team@example.com", "call_1"), call("send_email", "press@news.test", "call_2"), call("lookup", "venue", "call_3")],
+        log,
+        [call("send_email", "team@example.com", "call_1"), call("send_email", "press@news.test", "call_2"), call("lookup", "venue", "call_3")],
         tools=[tool("send_email", log, needs_approval=outside_only), tool("lookup", log, needs_approval=False)],
     )
 
@@ -210,7 +210,9 @@ def _dynamic_approval(log: Path) -> Agent:
 def _handoff(log: Path) -> Agent:
     mailer = single(log, [call("send_email", "team", "call_2")], name="Mailer")
     return Agent(
-        name="Triage", model=Script("Triage", [[Call("transfer_to_mailer", {}, "call_1")]]).model(), handoffs=[mailer],
+        name="Triage",
+        model=Script("Triage", [[Call("transfer_to_mailer", {}, "call_1")]]).model(),
+        handoffs=[mailer],
     )
 
 
@@ -246,26 +248,29 @@ def _parallel_rule(tool_name: str, arguments: dict[str, Any]) -> Decision:
     return Decision("reject", "I will tell the boss myself.") if arguments.get("target") == "boss" else APPROVE
 
 
-SCENARIOS: dict[str, Scenario] = {s.name: s for s in [
-    Scenario("approve", _approve),
-    Scenario("reject_without_note", _rejections, _reject()),
-    Scenario("reject_with_note", _rejections, _reject("Not before the venue is booked.")),
-    Scenario("reject_with_run_formatter", _rejections, _reject(), run_config=_formatter),
-    Scenario("several_in_one_turn", _parallel, _parallel_rule),
-    Scenario("asked_again_after_rejection", _asked_again, _retry_rule),
-    Scenario("streamed", _approve, streamed=True),
-    Scenario("streamed_rejection", _asked_again, _retry_rule, streamed=True),
-    Scenario("handoff", _handoff),
-    Scenario("agent_tool_nested_approval", lambda log: _agent_tool(log, outer_needs_approval=False)),
-    Scenario("agent_tool_needs_approval_and_nested", lambda log: _agent_tool(log, outer_needs_approval=True)),
-    Scenario("agent_tool_nested_rejection", lambda log: _agent_tool(log, outer_needs_approval=False), _reject("Not now.")),
-    Scenario("always_approve", _always, lambda tool, arguments: Decision("approve", always=True)),
-    Scenario("always_reject", _always, _reject("Never email from this quest.", always=True)),
-    Scenario("call_id_reuse", _call_id_reuse),
-    Scenario("dynamic_needs_approval", _dynamic_approval),
-    Scenario("hosted_mcp", _hosted_mcp),
-    Scenario("older_schema_1_13", _approve, older_schema="1.13"),
-]}
+SCENARIOS: dict[str, Scenario] = {
+    s.name: s
+    for s in [
+        Scenario("approve", _approve),
+        Scenario("reject_without_note", _rejections, _reject()),
+        Scenario("reject_with_note", _rejections, _reject("Not before the venue is booked.")),
+        Scenario("reject_with_run_formatter", _rejections, _reject(), run_config=_formatter),
+        Scenario("several_in_one_turn", _parallel, _parallel_rule),
+        Scenario("asked_again_after_rejection", _asked_again, _retry_rule),
+        Scenario("streamed", _approve, streamed=True),
+        Scenario("streamed_rejection", _asked_again, _retry_rule, streamed=True),
+        Scenario("handoff", _handoff),
+        Scenario("agent_tool_nested_approval", lambda log: _agent_tool(log, outer_needs_approval=False)),
+        Scenario("agent_tool_needs_approval_and_nested", lambda log: _agent_tool(log, outer_needs_approval=True)),
+        Scenario("agent_tool_nested_rejection", lambda log: _agent_tool(log, outer_needs_approval=False), _reject("Not now.")),
+        Scenario("always_approve", _always, lambda tool, arguments: Decision("approve", always=True)),
+        Scenario("always_reject", _always, _reject("Never email from this quest.", always=True)),
+        Scenario("call_id_reuse", _call_id_reuse),
+        Scenario("dynamic_needs_approval", _dynamic_approval),
+        Scenario("hosted_mcp", _hosted_mcp),
+        Scenario("older_schema_1_13", _approve, older_schema="1.13"),
+    ]
+}
 
 
 # --- running them ---------------------------------------------------------------------------
@@ -310,9 +315,7 @@ async def in_memory(scenario: Scenario, log: Path) -> dict[str, Any]:
     return {"final": result.final_output, "executions": executions(log), "decisions": decisions}
 
 
-async def store_round(
-    store: RunStateStore, scenario: Scenario, log: Path, mission_id: int | None, agent: Agent | None = None
-) -> dict[str, Any]:
+async def store_round(store: RunStateStore, scenario: Scenario, log: Path, mission_id: int | None, agent: Agent | None = None) -> dict[str, Any]:
     """One round through the store: start (no mission yet) or load the person's decisions, run,
     and save again if it pauses (else finish)."""
     agent = agent or scenario.build(log)
@@ -347,11 +350,31 @@ class OlderSdkResult:
 # What a schema-1.13 RunState holds (the SDK's fixtures of that version have these keys only);
 # what later schemas added is left out, as the SDK of that time never wrote it.
 SCHEMA_1_13_KEYS = {
-    "$schemaVersion", "auto_previous_response_id", "context", "conversation_id", "current_agent", "current_step", "current_turn",
-    "current_turn_persisted_item_count", "generated_items", "generated_prompt_cache_key", "input_guardrail_results",
-    "last_model_response", "last_processed_response", "max_turns", "model_responses", "no_active_agent_run", "original_input",
-    "output_guardrail_results", "previous_response_id", "reasoning_item_id_policy", "session_items", "tool_input_guardrail_results",
-    "tool_output_guardrail_results", "tool_use_tracker", "trace",
+    "$schemaVersion",
+    "auto_previous_response_id",
+    "context",
+    "conversation_id",
+    "current_agent",
+    "current_step",
+    "current_turn",
+    "current_turn_persisted_item_count",
+    "generated_items",
+    "generated_prompt_cache_key",
+    "input_guardrail_results",
+    "last_model_response",
+    "last_processed_response",
+    "max_turns",
+    "model_responses",
+    "no_active_agent_run",
+    "original_input",
+    "output_guardrail_results",
+    "previous_response_id",
+    "reasoning_item_id_policy",
+    "session_items",
+    "tool_input_guardrail_results",
+    "tool_output_guardrail_results",
+    "tool_use_tracker",
+    "trace",
 }
 SCHEMA_1_13_CONTEXT_KEYS = {"approvals", "context", "context_meta", "usage"}
 

@@ -104,8 +104,11 @@ def test_the_openai_agents_example_runs_to_completion(served):
     example = ROOT / "examples" / "openai_agents_approval.py"
     result = subprocess.run(
         [sys.executable, str(example), "--user", f"graph-{len(tokens) - 1}", "--password", PASSWORD, "--poll", "0.2"],
-        cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT), "QUESTLOG_URL": server.url, "QUESTLOG_TOKEN": tokens[-1]},
-        capture_output=True, text=True, timeout=180,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT), "QUESTLOG_URL": server.url, "QUESTLOG_TOKEN": tokens[-1]},
+        capture_output=True,
+        text=True,
+        timeout=180,
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert result.stdout.rstrip().endswith("completed; invitations sent: 1")

@@ -84,22 +84,18 @@ def test_a_hold_placed_in_the_admin_goes_through_the_service(admin_client_, agen
 
 def test_the_policy_is_edited_in_the_admin_through_the_service(admin_client_):
     policy = RetentionPolicy.current()
-    data = {"grace_days": 14, "approved_max_days": 365, "memory_max_days": 365, "snapshot_prune_days": 7,
-            "snapshot_keep_newest": 20, "purge_batch_size": 100}
+    data = {"grace_days": 14, "approved_max_days": 365, "memory_max_days": 365, "snapshot_prune_days": 7, "snapshot_keep_newest": 20, "purge_batch_size": 100}
     r = admin_client_.post(reverse("admin:checkpoints_retentionpolicy_change", args=[policy.pk]), data)
     assert r.status_code == 302
     assert RetentionPolicy.current().grace_days == 14
     assert AuditEvent.objects.filter(entity="retention_policy").exists()
-    r = admin_client_.post(
-        reverse("admin:checkpoints_retentionpolicy_change", args=[RetentionPolicy.current().pk]), {**data, "purge_batch_size": 0}
-    )
+    r = admin_client_.post(reverse("admin:checkpoints_retentionpolicy_change", args=[RetentionPolicy.current().pk]), {**data, "purge_batch_size": 0})
     assert r.status_code == 200 and RetentionPolicy.current().purge_batch_size == 100
 
 
 def test_a_policy_change_in_the_admin_keeps_the_old_version_read_only(admin_client_):
     old = RetentionPolicy.current()
-    data = {"grace_days": 14, "approved_max_days": 365, "memory_max_days": 365, "snapshot_prune_days": 7,
-            "snapshot_keep_newest": 20, "purge_batch_size": 200}
+    data = {"grace_days": 14, "approved_max_days": 365, "memory_max_days": 365, "snapshot_prune_days": 7, "snapshot_keep_newest": 20, "purge_batch_size": 200}
     admin_client_.post(reverse("admin:checkpoints_retentionpolicy_change", args=[old.pk]), data)
     assert RetentionPolicy.current().pk != old.pk
     assert RetentionPolicy.objects.get(pk=old.pk).grace_days == 30

@@ -52,9 +52,7 @@ def test_the_bundle_waits_for_the_approval_and_says_why(agent, mission, run):
     bundle = agent.get(f"missions/{mission['id']}/resume").json()
     assert bundle["next_action"] == "await_approval"
     assert "send the contract to the venue" in bundle["message"]
-    assert [(a["action"], a["reason"], a["status"]) for a in bundle["approvals"]] == [
-        ("send the contract to the venue", "It commits money.", "pending")
-    ]
+    assert [(a["action"], a["reason"], a["status"]) for a in bundle["approvals"]] == [("send the contract to the venue", "It commits money.", "pending")]
 
 
 def test_expires_at_is_kept(agent, run):

@@ -36,8 +36,14 @@ def world(agent, person, mission, run) -> dict:
     item = agent.get("memory").json()["items"][0]
     constraint_id = Mission.objects.get(pk=mission["id"]).constraints.get().pk
     return {
-        "mission": mission["id"], "run": run["id"], "op": op["id"], "cp": cp["id"], "milestone": milestone["id"],
-        "approval": approval["id"], "item": item["id"], "constraint": constraint_id,
+        "mission": mission["id"],
+        "run": run["id"],
+        "op": op["id"],
+        "cp": cp["id"],
+        "milestone": milestone["id"],
+        "approval": approval["id"],
+        "item": item["id"],
+        "constraint": constraint_id,
     }
 
 
@@ -169,9 +175,7 @@ def test_a_session_write_needs_the_csrf_token(alice, mission):
     response = client.post(f"/api/v1/missions/{mission['id']}/pause", data="", content_type="application/json")
     assert_error(response, 403)
     assert Mission.objects.get(pk=mission["id"]).status == "ready"
-    response = client.post(
-        f"/api/v1/missions/{mission['id']}/pause", data="", content_type="application/json", HTTP_X_CSRFTOKEN="x" * 32
-    )
+    response = client.post(f"/api/v1/missions/{mission['id']}/pause", data="", content_type="application/json", HTTP_X_CSRFTOKEN="x" * 32)
     assert_error(response, 403)
     assert client.get(f"/api/v1/missions/{mission['id']}").status_code == 200
 
@@ -179,9 +183,7 @@ def test_a_session_write_needs_the_csrf_token(alice, mission):
 def test_a_bearer_token_needs_no_csrf_token(alice, mission):
     _, raw = token_create(user=alice, name="plain-http-client")
     client = Client(enforce_csrf_checks=True)
-    response = client.post(
-        f"/api/v1/missions/{mission['id']}/runs", data="{}", content_type="application/json", HTTP_AUTHORIZATION=f"Bearer {raw}"
-    )
+    response = client.post(f"/api/v1/missions/{mission['id']}/runs", data="{}", content_type="application/json", HTTP_AUTHORIZATION=f"Bearer {raw}")
     assert response.status_code == 201
 
 
@@ -201,16 +203,12 @@ def test_a_person_logs_in_at_the_login_page_and_uses_the_api(alice, agent, missi
     assert response.status_code == 302
     assert "sessionid" in client.cookies
     csrf = client.cookies["csrftoken"].value
-    response = client.post(
-        f"/api/v1/missions/{mission['id']}/pause", data="", content_type="application/json", HTTP_X_CSRFTOKEN=csrf
-    )
+    response = client.post(f"/api/v1/missions/{mission['id']}/pause", data="", content_type="application/json", HTTP_X_CSRFTOKEN=csrf)
     assert response.status_code == 200
     assert response.json()["status"] == "paused"
 
 
-@pytest.mark.parametrize(
-    "path", ["missions", "runs/{run}/checkpoints", "runs/{run}/records", "runs/{run}/operations", "operations/{op}/complete"]
-)
+@pytest.mark.parametrize("path", ["missions", "runs/{run}/checkpoints", "runs/{run}/records", "runs/{run}/operations", "operations/{op}/complete"])
 def test_malformed_json_is_400(agent, world, path):
     for raw in ("{bad json", '{"title": "x",}', "\x00\xff", "{"):
         assert_error(agent.post(path.format_map(world), raw=raw), 400)
@@ -238,18 +236,54 @@ def test_large_finite_numbers_are_kept(agent, run):
 
 
 ALL_POSTS = [
-    "missions", "missions/{mission}/constraints", "missions/{mission}/runs", "runs/{run}/checkpoints", "runs/{run}/records",
-    "runs/{run}/operations", "operations/{op}/attempt", "operations/{op}/complete", "operations/{op}/fail",
-    "operations/{op}/observe", "runs/{run}/approvals", "runs/{run}/milestones", "runs/{run}/memory-proposals",
-    "runs/{run}/stop", "approvals/{approval}/decision", "milestones/{milestone}/review", "missions/{mission}/restore",
+    "missions",
+    "missions/{mission}/constraints",
+    "missions/{mission}/runs",
+    "runs/{run}/checkpoints",
+    "runs/{run}/records",
+    "runs/{run}/operations",
+    "operations/{op}/attempt",
+    "operations/{op}/complete",
+    "operations/{op}/fail",
+    "operations/{op}/observe",
+    "runs/{run}/approvals",
+    "runs/{run}/milestones",
+    "runs/{run}/memory-proposals",
+    "runs/{run}/stop",
+    "approvals/{approval}/decision",
+    "milestones/{milestone}/review",
+    "missions/{mission}/restore",
 ]
 
 
 BAD_BODIES = [
-    [], "text", 42, None, {"key": 5}, {"key": "k" * 201}, {"key": ["k"]},
-    {"title": ["x"], "objective": 1, "kind": {}, "text": 3, "agent_state": "x", "reason": 1, "decision": None, "action": [],
-     "name": 1, "value": 2, "external_id": {}, "external_status": [], "error": 1, "retryable": "perhaps", "checkpoint_id": "x",
-     "payload": [1], "request": "r", "key": "fine"},
+    [],
+    "text",
+    42,
+    None,
+    {"key": 5},
+    {"key": "k" * 201},
+    {"key": ["k"]},
+    {
+        "title": ["x"],
+        "objective": 1,
+        "kind": {},
+        "text": 3,
+        "agent_state": "x",
+        "reason": 1,
+        "decision": None,
+        "action": [],
+        "name": 1,
+        "value": 2,
+        "external_id": {},
+        "external_status": [],
+        "error": 1,
+        "retryable": "perhaps",
+        "checkpoint_id": "x",
+        "payload": [1],
+        "request": "r",
+        "key": "fine",
+    },
 ]
 
 
@@ -262,13 +296,16 @@ def test_bad_bodies_are_client_errors_never_500s(agent, person, world, path):
             assert response.json()["error"]["message"]
 
 
-@pytest.mark.parametrize("path, body", [
-    ("missions", {"title": "x", "objective": "y", "key": "k" * 201}),
-    ("missions", {"title": "", "objective": "y"}),
-    ("missions", {"title": "x" * 201, "objective": "y"}),
-    ("missions", {"title": "x", "objective": "y", "constraints": "not a list"}),
-    ("runs/{run}/records", {"kind": "note", "text": "x", "key": "k" * 201}),
-])
+@pytest.mark.parametrize(
+    "path, body",
+    [
+        ("missions", {"title": "x", "objective": "y", "key": "k" * 201}),
+        ("missions", {"title": "", "objective": "y"}),
+        ("missions", {"title": "x" * 201, "objective": "y"}),
+        ("missions", {"title": "x", "objective": "y", "constraints": "not a list"}),
+        ("runs/{run}/records", {"kind": "note", "text": "x", "key": "k" * 201}),
+    ],
+)
 def test_an_invalid_field_is_named(agent, world, path, body):
     response = agent.post(path.format_map(world), body)
     assert response.status_code in (400, 422)
@@ -333,9 +370,13 @@ def test_the_openapi_schema_describes_the_api(agent):
     assert response.status_code == 200
     paths = response.json()["paths"]
     for path in (
-        "/api/v1/missions", "/api/v1/missions/{mission_id}/runs", "/api/v1/missions/{mission_id}/resume",
-        "/api/v1/runs/{run_id}/checkpoints", "/api/v1/operations/{operation_id}/attempt",
-        "/api/v1/approvals/{approval_id}/decision", "/api/v1/milestones/{milestone_id}/review",
+        "/api/v1/missions",
+        "/api/v1/missions/{mission_id}/runs",
+        "/api/v1/missions/{mission_id}/resume",
+        "/api/v1/runs/{run_id}/checkpoints",
+        "/api/v1/operations/{operation_id}/attempt",
+        "/api/v1/approvals/{approval_id}/decision",
+        "/api/v1/milestones/{milestone_id}/review",
     ):
         assert path in paths, path
 
@@ -347,10 +388,21 @@ def test_the_docs_page_is_served(agent):
 
 
 @pytest.mark.parametrize("debug", [False, True])
-@pytest.mark.parametrize("path", [
-    "/api/v1/nope", "/api/v1/memory/null,null", "/api/v1/checkpoints/null,null", "/api/v1/missions/1/nope",
-    "/api", "/api/", "/api/v1", "/api/v1/", "/api/v2/missions", "/api/v1/missions/",
-])
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/api/v1/nope",
+        "/api/v1/memory/null,null",
+        "/api/v1/checkpoints/null,null",
+        "/api/v1/missions/1/nope",
+        "/api",
+        "/api/",
+        "/api/v1",
+        "/api/v1/",
+        "/api/v2/missions",
+        "/api/v1/missions/",
+    ],
+)
 def test_a_path_the_api_does_not_have_is_a_json_404_with_debug_on_or_off(settings, agent, path, debug):
     settings.DEBUG = debug
     assert_error(agent.get(path), 404, "not_found")

@@ -25,15 +25,20 @@ SKELETON = {"v": 4, "ts": "2026-12-03T00:00:00+00:00", "channel_versions": {"pla
 
 def checkpoint_body(thread_id: str, graph_id: str = "1f0000000000000001", **extra) -> dict:
     return {
-        "thread_id": thread_id, "checkpoint": {**SKELETON, "id": graph_id},
-        "channels": {"plan": {"version": "1", "value": {"type": "json", "data": "Plan"}}}, **extra,
+        "thread_id": thread_id,
+        "checkpoint": {**SKELETON, "id": graph_id},
+        "channels": {"plan": {"version": "1", "value": {"type": "json", "data": "Plan"}}},
+        **extra,
     }
 
 
 def writes_body(thread_id: str, **extra) -> dict:
     return {
-        "thread_id": thread_id, "checkpoint_id": "1f0000000000000001", "task_id": "t1",
-        "writes": [{"idx": 0, "channel": "plan", "value": {"type": "json", "data": "x"}}], **extra,
+        "thread_id": thread_id,
+        "checkpoint_id": "1f0000000000000001",
+        "task_id": "t1",
+        "writes": [{"idx": 0, "channel": "plan", "value": {"type": "json", "data": "x"}}],
+        **extra,
     }
 
 
@@ -327,8 +332,13 @@ def test_threads_saved_before_the_flag_are_marked_as_making_their_mission_only_w
     link(agent, "checkpoints", own, thread_id="joined")
     by_agent_long_ago = Mission.objects.create(owner=alice, title="Old", objective="o")
     AuditEvent.objects.create(
-        mission=by_agent_long_ago, actor_user=alice, actor_token=token_create(user=alice)[0], actor="agent:x", entity="mission",
-        entity_id=by_agent_long_ago.pk, action="create",
+        mission=by_agent_long_ago,
+        actor_user=alice,
+        actor_token=token_create(user=alice)[0],
+        actor="agent:x",
+        entity="mission",
+        entity_id=by_agent_long_ago.pk,
+        action="create",
     )
     Mission.objects.filter(pk=by_agent_long_ago.pk).update(created_at=by_agent_long_ago.created_at - timedelta(hours=1))
     GraphThread.objects.create(owner=alice, thread_id="joined-later", mission=by_agent_long_ago)

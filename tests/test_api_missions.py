@@ -7,8 +7,20 @@ from quests.models import Constraint, Mission
 pytestmark = pytest.mark.django_db
 
 MISSION_FIELDS = {
-    "id", "title", "objective", "status", "stop_reason", "stop_detail", "retry_at", "created_at", "ended_at",
-    "progress", "head_checkpoint_id", "retention_approved_at", "expires_at", "purged_at",
+    "id",
+    "title",
+    "objective",
+    "status",
+    "stop_reason",
+    "stop_detail",
+    "retry_at",
+    "created_at",
+    "ended_at",
+    "progress",
+    "head_checkpoint_id",
+    "retention_approved_at",
+    "expires_at",
+    "purged_at",
 }
 RUN_FIELDS = {"id", "mission_id", "number", "agent", "started_at", "heartbeat_at", "ended_at", "stop_reason"}
 
@@ -43,9 +55,7 @@ def test_it_creates_a_mission_with_every_contract_field(agent):
 
 
 def test_it_refuses_an_unknown_planned_milestone_kind(agent):
-    response = agent.post(
-        "missions", {"title": "T", "objective": "O", "planned_milestones": [{"kind": "world_peace", "title": "x"}]}
-    )
+    response = agent.post("missions", {"title": "T", "objective": "O", "planned_milestones": [{"kind": "world_peace", "title": "x"}]})
     assert response.status_code in (400, 422)
     assert response.json()["error"]["field"].startswith("planned_milestones")
 

@@ -11,7 +11,17 @@ from quests.models import Run
 pytestmark = pytest.mark.django_db
 
 OPERATION_FIELDS = {
-    "id", "key", "kind", "target", "status", "attempts", "max_attempts", "external_id", "external_status", "receipt", "error",
+    "id",
+    "key",
+    "kind",
+    "target",
+    "status",
+    "attempts",
+    "max_attempts",
+    "external_id",
+    "external_status",
+    "receipt",
+    "error",
 }
 EMAIL = {"key": "email-client-1", "kind": "email", "target": "client@example.com", "request": {"subject": "Venue"}}
 
@@ -108,9 +118,7 @@ def test_it_goes_planned_attempted_completed(agent, run):
     response = complete(agent, op, receipt={"smtp": "250 OK"})
     assert response.status_code == 200
     body = response.json()
-    assert (body["status"], body["external_id"], body["external_status"], body["receipt"]) == (
-        "completed", "msg-1", "sent", {"smtp": "250 OK"}
-    )
+    assert (body["status"], body["external_id"], body["external_status"], body["receipt"]) == ("completed", "msg-1", "sent", {"smtp": "250 OK"})
 
 
 def test_it_goes_planned_attempted_failed_and_a_retryable_failure_may_be_attempted_again(agent, run):

@@ -178,9 +178,7 @@ def test_stop_completed_completes_the_mission(agent, mission, run):
 
 def test_stop_blocked_external_blocks_the_mission_with_its_retry_time(agent, mission, run):
     retry_at = (timezone.now() + timedelta(hours=1)).replace(microsecond=0)
-    response = agent.post(
-        f"runs/{run['id']}/stop", {"reason": "blocked_external", "detail": "Venue API is down", "retry_at": retry_at.isoformat()}
-    )
+    response = agent.post(f"runs/{run['id']}/stop", {"reason": "blocked_external", "detail": "Venue API is down", "retry_at": retry_at.isoformat()})
     assert response.status_code == 200
     m = agent.get(f"missions/{mission['id']}").json()
     assert (m["status"], m["stop_reason"], m["stop_detail"]) == ("blocked", "blocked_external", "Venue API is down")

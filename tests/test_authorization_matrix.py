@@ -48,8 +48,14 @@ from tests.builders import new_mission
 pytestmark = pytest.mark.django_db
 
 CALLERS = (
-    "anonymous", "owner_session", "owner_token", "other_mission_token", "revoked_token",
-    "other_session", "other_token", "staff",
+    "anonymous",
+    "owner_session",
+    "owner_token",
+    "other_mission_token",
+    "revoked_token",
+    "other_session",
+    "other_token",
+    "staff",
 )
 TOKEN_CALLERS = ("owner_token", "other_mission_token", "revoked_token", "other_token")
 
@@ -67,8 +73,14 @@ def answers(**by_caller: int) -> dict[str, int]:
 def people_page(ok: int = 200) -> dict[str, int]:
     """A page about one of the owner's objects."""
     return answers(
-        anonymous=302, owner_session=ok, owner_token=302, other_mission_token=302, revoked_token=302,
-        other_session=404, other_token=302, staff=404,
+        anonymous=302,
+        owner_session=ok,
+        owner_token=302,
+        other_mission_token=302,
+        revoked_token=302,
+        other_session=404,
+        other_token=302,
+        staff=404,
     )
 
 
@@ -76,8 +88,14 @@ def own_page(ok: int = 200) -> dict[str, int]:
     """A page about the signed-in person's own things (board, inbox, tokens, memory): everyone
     signed in gets their own."""
     return answers(
-        anonymous=302, owner_session=ok, owner_token=302, other_mission_token=302, revoked_token=302,
-        other_session=ok, other_token=302, staff=ok,
+        anonymous=302,
+        owner_session=ok,
+        owner_token=302,
+        other_mission_token=302,
+        revoked_token=302,
+        other_session=ok,
+        other_token=302,
+        staff=ok,
     )
 
 
@@ -98,8 +116,14 @@ def not_allowed() -> dict[str, int]:
 def login_first_405() -> dict[str, int]:
     """A method the view does not take, behind the sign-in check: 302 for whoever is not signed in."""
     return answers(
-        anonymous=302, owner_session=405, owner_token=302, other_mission_token=302, revoked_token=302,
-        other_session=405, other_token=302, staff=405,
+        anonymous=302,
+        owner_session=405,
+        owner_token=302,
+        other_mission_token=302,
+        revoked_token=302,
+        other_session=405,
+        other_token=302,
+        staff=405,
     )
 
 
@@ -109,8 +133,14 @@ def login_first_405() -> dict[str, int]:
 def agent_api(ok: int = 200) -> dict[str, int]:
     """An action on one of the owner's objects that agents (and the owner in person) may take."""
     return answers(
-        anonymous=401, owner_session=ok, owner_token=ok, other_mission_token=404, revoked_token=401,
-        other_session=404, other_token=404, staff=404,
+        anonymous=401,
+        owner_session=ok,
+        owner_token=ok,
+        other_mission_token=404,
+        revoked_token=401,
+        other_session=404,
+        other_token=404,
+        staff=404,
     )
 
 
@@ -118,24 +148,42 @@ def people_only_api(ok: int = 200) -> dict[str, int]:
     """Only a person may do this (decide, review, pause, restore, forget): every agent token is
     403, before its object is looked up; other people are 404."""
     return answers(
-        anonymous=401, owner_session=ok, owner_token=403, other_mission_token=403, revoked_token=401,
-        other_session=404, other_token=403, staff=404,
+        anonymous=401,
+        owner_session=ok,
+        owner_token=403,
+        other_mission_token=403,
+        revoked_token=401,
+        other_session=404,
+        other_token=403,
+        staff=404,
     )
 
 
 def own_people_api(ok: int = 200) -> dict[str, int]:
     """A collection of the person's own things that only a person may see or add to (webhooks)."""
     return answers(
-        anonymous=401, owner_session=ok, owner_token=403, other_mission_token=403, revoked_token=401,
-        other_session=ok, other_token=403, staff=ok,
+        anonymous=401,
+        owner_session=ok,
+        owner_token=403,
+        other_mission_token=403,
+        revoked_token=401,
+        other_session=ok,
+        other_token=403,
+        staff=ok,
     )
 
 
 def own_api(ok: int = 200) -> dict[str, int]:
     """A collection of the caller's own things, or a new one of them: any valid caller."""
     return answers(
-        anonymous=401, owner_session=ok, owner_token=ok, other_mission_token=ok, revoked_token=401,
-        other_session=ok, other_token=ok, staff=ok,
+        anonymous=401,
+        owner_session=ok,
+        owner_token=ok,
+        other_mission_token=ok,
+        revoked_token=401,
+        other_session=ok,
+        other_token=ok,
+        staff=ok,
     )
 
 
@@ -146,16 +194,28 @@ def own_api(ok: int = 200) -> dict[str, int]:
 
 def mcp_post() -> dict[str, int]:
     return answers(
-        anonymous=401, owner_session=401, owner_token=200, other_mission_token=200, revoked_token=401,
-        other_session=401, other_token=200, staff=401,
+        anonymous=401,
+        owner_session=401,
+        owner_token=200,
+        other_mission_token=200,
+        revoked_token=401,
+        other_session=401,
+        other_token=200,
+        staff=401,
     )
 
 
 def mcp_other_method() -> dict[str, int]:
     """Stateless: no server stream (GET) and no session to end (DELETE), 405 once the token is known."""
     return answers(
-        anonymous=401, owner_session=401, owner_token=405, other_mission_token=405, revoked_token=401,
-        other_session=401, other_token=405, staff=401,
+        anonymous=401,
+        owner_session=401,
+        owner_token=405,
+        other_mission_token=405,
+        revoked_token=401,
+        other_session=401,
+        other_token=405,
+        staff=401,
     )
 
 
@@ -259,8 +319,14 @@ EXPECTED: dict[tuple[str, str], dict[str, int]] = {
     ("POST", "staff/retention/purge/"): staff_page(302),
     # Django's admin site (every one of its routes is behind the same staff check as its index).
     ("GET", "admin/"): answers(
-        anonymous=302, owner_session=302, owner_token=302, other_mission_token=302, revoked_token=302,
-        other_session=302, other_token=302, staff=200,
+        anonymous=302,
+        owner_session=302,
+        owner_token=302,
+        other_mission_token=302,
+        revoked_token=302,
+        other_session=302,
+        other_token=302,
+        staff=200,
     ),
     # The API's own documents (its operations are walked below).
     ("GET", "api/v1/"): public(404),  # django-ninja's root: nothing there
@@ -401,9 +467,16 @@ def build_world() -> World:
     # The LangGraph thread that the thread-id bodies and queries name.
     response = ask(world, "owner_token", "POST", "/api/v1/langgraph/session", {"thread_id": ids["thread"], "mission_id": mission.pk})
     assert response.status_code in (200, 201), response.content
-    response = ask(world, "owner_token", "POST", "/api/v1/langgraph/checkpoints", {
-        "thread_id": ids["thread"], "checkpoint": {**GRAPH_CHECKPOINT, "id": "1f0000000000000001"},
-    })
+    response = ask(
+        world,
+        "owner_token",
+        "POST",
+        "/api/v1/langgraph/checkpoints",
+        {
+            "thread_id": ids["thread"],
+            "checkpoint": {**GRAPH_CHECKPOINT, "id": "1f0000000000000001"},
+        },
+    )
     assert response.status_code == 201, response.content
     ids["graph_checkpoint"] = "1f0000000000000001"
     return world
@@ -457,14 +530,28 @@ def all_rows() -> list[tuple[str, str]]:
 # --- Asking ----------------------------------------------------------------------------------------
 
 API_PARAMS = {
-    "mission_id": "mission", "run_id": "run", "checkpoint_id": "checkpoint", "operation_id": "operation",
-    "approval_id": "approval", "milestone_id": "milestone", "proposal_id": "proposal", "item_id": "item",
-    "constraint_id": "constraint", "standing_id": "standing", "webhook_id": "webhook",
+    "mission_id": "mission",
+    "run_id": "run",
+    "checkpoint_id": "checkpoint",
+    "operation_id": "operation",
+    "approval_id": "approval",
+    "milestone_id": "milestone",
+    "proposal_id": "proposal",
+    "item_id": "item",
+    "constraint_id": "constraint",
+    "standing_id": "standing",
+    "webhook_id": "webhook",
 }
 # Page routes name their objects `pk` (and `cid`, a constraint): which object a pk is, by route.
 PAGE_PK = {
-    "missions/": "mission", "checkpoints/": "checkpoint", "approvals/": "approval", "milestones/": "milestone",
-    "tokens/": "token", "memory/items/": "item", "memory/proposals/": "proposal", "staff/retention/holds/": "hold",
+    "missions/": "mission",
+    "checkpoints/": "checkpoint",
+    "approvals/": "approval",
+    "milestones/": "milestone",
+    "tokens/": "token",
+    "memory/items/": "item",
+    "memory/proposals/": "proposal",
+    "staff/retention/holds/": "hold",
     "settings/notifications/webhooks/": "webhook",
 }
 
@@ -534,12 +621,16 @@ API_BODIES: dict[tuple[str, str], Body] = {
     ("POST", "/api/v1/missions/{int:mission_id}/restore"): lambda ids: {"checkpoint_id": ids["checkpoint"]},
     ("POST", "/api/v1/memory-proposals/{int:proposal_id}/decision"): lambda ids: {"decision": "approve"},
     ("POST", "/api/v1/langgraph/checkpoints"): lambda ids: {
-        "thread_id": ids["thread"], "checkpoint": {**GRAPH_CHECKPOINT, "id": "1f0000000000000002"},
+        "thread_id": ids["thread"],
+        "checkpoint": {**GRAPH_CHECKPOINT, "id": "1f0000000000000002"},
         "parent_checkpoint_id": ids["graph_checkpoint"],
     },
     ("GET", "/api/v1/langgraph/checkpoints"): lambda ids: {"thread_id": ids["thread"]},
     ("POST", "/api/v1/langgraph/writes"): lambda ids: {
-        "thread_id": ids["thread"], "checkpoint_id": ids["graph_checkpoint"], "task_id": "t1", "writes": [],
+        "thread_id": ids["thread"],
+        "checkpoint_id": ids["graph_checkpoint"],
+        "task_id": "t1",
+        "writes": [],
     },
     ("GET", "/api/v1/langgraph/thread"): lambda ids: {"thread_id": ids["thread"]},
     ("GET", "/api/v1/langgraph/delta-history"): lambda ids: {"thread_id": ids["thread"], "channel": "messages"},
@@ -561,8 +652,12 @@ PAGE_FORMS: dict[str, Body] = {
     "milestones/<int:pk>/review/": lambda ids: {"action": "approve"},
     "tokens/": lambda ids: {"name": "laptop agent"},
     "staff/retention/policy/": lambda ids: {
-        "grace_days": 30, "approved_max_days": 365, "memory_max_days": 180, "snapshot_prune_days": 14,
-        "snapshot_keep_newest": 20, "purge_batch_size": 100,
+        "grace_days": 30,
+        "approved_max_days": 365,
+        "memory_max_days": 180,
+        "snapshot_prune_days": 14,
+        "snapshot_keep_newest": 20,
+        "purge_batch_size": 100,
     },
     "staff/retention/holds/": lambda ids: {"reason": "audit", "mission_id": ids["mission"]},
     "staff/retention/purge/": lambda ids: {"dry_run": "on"},
@@ -579,10 +674,19 @@ def owner_fingerprint(alice) -> dict[str, list]:
     return {
         model.__name__: list(model.objects.filter(**where).order_by("pk").values())
         for model, where in (
-            (Mission, {"owner": alice}), (Run, by_mission), (Checkpoint, by_mission), (Record, by_mission),
-            (Operation, by_mission), (Approval, by_mission), (Milestone, by_mission), (Constraint, by_mission),
-            (MemoryProposal, by_mission), (MemoryItem, {"owner": alice}), (GraphThread, {"owner": alice}),
-            (GraphCheckpoint, by_mission), (GraphWrite, by_mission),
+            (Mission, {"owner": alice}),
+            (Run, by_mission),
+            (Checkpoint, by_mission),
+            (Record, by_mission),
+            (Operation, by_mission),
+            (Approval, by_mission),
+            (Milestone, by_mission),
+            (Constraint, by_mission),
+            (MemoryProposal, by_mission),
+            (MemoryItem, {"owner": alice}),
+            (GraphThread, {"owner": alice}),
+            (GraphCheckpoint, by_mission),
+            (GraphWrite, by_mission),
         )
     } | {"AgentToken": list(AgentToken.objects.filter(user=alice).order_by("pk").values("pk", "revoked_at", "mission_id"))}
 

@@ -12,14 +12,29 @@ from tests.test_api_errors import ALL_POSTS, world  # noqa: F401  (the fixture)
 pytestmark = pytest.mark.django_db
 
 LANGGRAPH_POSTS = [
-    "langgraph/checkpoints", "langgraph/writes", "langgraph/session", "langgraph/threads/delete", "langgraph/delete-for-runs",
-    "langgraph/copy", "langgraph/prune",
+    "langgraph/checkpoints",
+    "langgraph/writes",
+    "langgraph/session",
+    "langgraph/threads/delete",
+    "langgraph/delete-for-runs",
+    "langgraph/copy",
+    "langgraph/prune",
 ]
 POSTS = [*ALL_POSTS, "runs/{run}/approvals/batch", *LANGGRAPH_POSTS]
 STATE_MODELS = [
-    "quests.Mission", "quests.Run", "quests.Constraint", "quests.Approval", "quests.Milestone", "quests.MemoryProposal",
-    "quests.GraphThread", "checkpoints.Checkpoint", "checkpoints.Record", "checkpoints.Operation", "checkpoints.Blob",
-    "checkpoints.GraphCheckpoint", "checkpoints.GraphWrite",
+    "quests.Mission",
+    "quests.Run",
+    "quests.Constraint",
+    "quests.Approval",
+    "quests.Milestone",
+    "quests.MemoryProposal",
+    "quests.GraphThread",
+    "checkpoints.Checkpoint",
+    "checkpoints.Record",
+    "checkpoints.Operation",
+    "checkpoints.Blob",
+    "checkpoints.GraphCheckpoint",
+    "checkpoints.GraphWrite",
 ]
 
 

@@ -42,11 +42,21 @@ def run(script: str, env: dict[str, str], *args: str) -> str:
 def test_bench_vs_langgraph_prints_every_path_and_goal(bench_env):
     out = run("bench_vs_langgraph.py", bench_env)
     for figure in (
-        "PostgresSaver put:", "Questlog storage write", "Questlog service checkpoint", "PostgresSaver get_tuple, 10 checkpoints:",
-        "Questlog resume_bundle, 10 checkpoints:", "Questlog resume_bundle, 100 checkpoints:", "POST /api/v1/runs/{id}/checkpoints:",
-        "bytes per checkpoint", "Questlog / PostgresSaver:", "QuestlogSaver put (POST /api/v1/langgraph/checkpoints):",
-        "QuestlogSaver get_tuple, 10 checkpoints:", "QuestlogSaver get_tuple, 100 checkpoints:", "get_tuple growth 10 → 100: QuestlogSaver:",
-        "operation complete, 10 operations in the ledger:", "operation complete, 100 operations in the ledger:",
+        "PostgresSaver put:",
+        "Questlog storage write",
+        "Questlog service checkpoint",
+        "PostgresSaver get_tuple, 10 checkpoints:",
+        "Questlog resume_bundle, 10 checkpoints:",
+        "Questlog resume_bundle, 100 checkpoints:",
+        "POST /api/v1/runs/{id}/checkpoints:",
+        "bytes per checkpoint",
+        "Questlog / PostgresSaver:",
+        "QuestlogSaver put (POST /api/v1/langgraph/checkpoints):",
+        "QuestlogSaver get_tuple, 10 checkpoints:",
+        "QuestlogSaver get_tuple, 100 checkpoints:",
+        "get_tuple growth 10 → 100: QuestlogSaver:",
+        "operation complete, 10 operations in the ledger:",
+        "operation complete, 100 operations in the ledger:",
     ):
         assert figure in out, figure
     goals, issue_20 = out.split("Goals of issues 10 and 11")[1].split("Goals of issue 20")
@@ -58,7 +68,16 @@ def test_bench_vs_langgraph_prints_every_path_and_goal(bench_env):
 
 def test_load_prints_rates_latencies_and_no_failures(bench_env):
     out = run("load.py", bench_env)
-    for figure in ("requests/s:", "checkpoints/s:", "checkpoint ", "heartbeat ", "operation complete", "p99", "page: inbox", "approvals decided by the person:"):
+    for figure in (
+        "requests/s:",
+        "checkpoints/s:",
+        "checkpoint ",
+        "heartbeat ",
+        "operation complete",
+        "p99",
+        "page: inbox",
+        "approvals decided by the person:",
+    ):
         assert figure in out, figure
     # A non-2xx answer would mean the benchmark calls the API wrongly (or the API broke).
     assert "non-2xx answers: 0" in out, out
@@ -66,7 +85,15 @@ def test_load_prints_rates_latencies_and_no_failures(bench_env):
 
 def test_load_with_a_hostile_agent_prints_both_phases_and_their_ratio(bench_env):
     out = run("load.py", bench_env, "--hostile", "--hostile-threads", "2")
-    for figure in ("others alone:", "others with the hostile agent:", "hostile: mission", "hostile: checkpoint", "hostile: approvals", "hostile: receipt", "ratio"):
+    for figure in (
+        "others alone:",
+        "others with the hostile agent:",
+        "hostile: mission",
+        "hostile: checkpoint",
+        "hostile: approvals",
+        "hostile: receipt",
+        "ratio",
+    ):
         assert figure in out, figure
     # The hostile agent's requests are all within the bounds, and the others are never refused.
     assert "hostile non-2xx answers: 0" in out, out

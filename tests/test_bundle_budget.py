@@ -34,18 +34,23 @@ def busy_mission(alice, live: int) -> tuple[Mission, Actor]:
     approvals.milestone_review(actor=Actor(user=alice), milestone_id=milestone.pk, action="approve")
     records.checkpoint_create(actor=agent, run_id=run.pk, agent_state={"head": True})
     ledger = max(live // 4, 4)
-    Record.objects.bulk_create(
-        Record(mission=mission, run=run, kind=KINDS[i % len(KINDS)], text=f"r{i}", data={"i": i}) for i in range(live)
-    )
+    Record.objects.bulk_create(Record(mission=mission, run=run, kind=KINDS[i % len(KINDS)], text=f"r{i}", data={"i": i}) for i in range(live))
     Operation.objects.bulk_create(
-        Operation(mission=mission, run=run, key=f"k{i}", request_hash="h", kind="email", target="t", request={"i": i},
-                  status=STATUSES[i % len(STATUSES)], receipt={"ok": i})
+        Operation(
+            mission=mission,
+            run=run,
+            key=f"k{i}",
+            request_hash="h",
+            kind="email",
+            target="t",
+            request={"i": i},
+            status=STATUSES[i % len(STATUSES)],
+            receipt={"ok": i},
+        )
         for i in range(ledger)
     )
     Milestone.objects.bulk_create(Milestone(mission=mission, run=run, kind="custom", title=f"m{i}") for i in range(ledger))
-    Approval.objects.bulk_create(
-        Approval(mission=mission, run=run, action=f"a{i}", payload={"i": i}, reason="r", status="approved") for i in range(ledger)
-    )
+    Approval.objects.bulk_create(Approval(mission=mission, run=run, action=f"a{i}", payload={"i": i}, reason="r", status="approved") for i in range(ledger))
     return mission, agent
 
 

@@ -100,16 +100,29 @@ def probed(probe: str, *command: str) -> list[str]:
 
 class Worker(Process):
     def __init__(
-        self, tmp_path: Path, name: str, *, beat: bool = False, hold_snapshots: bool = False,
-        queues: str | None = "snapshots,maintenance", **env: str,
+        self,
+        tmp_path: Path,
+        name: str,
+        *,
+        beat: bool = False,
+        hold_snapshots: bool = False,
+        queues: str | None = "snapshots,maintenance",
+        **env: str,
     ) -> None:
         # queues=None: no -Q at all, as an operator following Celery's own docs starts a worker.
         celery = ["-m", "celery", "-A", "config", "worker", *(["-Q", queues] if queues else [])]
         cmd = [
             *(probed("hold-snapshots", *celery) if hold_snapshots else [sys.executable, *celery]),
             # solo: the task runs in the worker process itself, so SIGKILL really kills it mid-task.
-            "--pool", "solo", "-n", f"{name}-{uuid.uuid4().hex[:8]}@%h",
-            "--without-gossip", "--without-mingle", "--without-heartbeat", "--loglevel", "INFO",
+            "--pool",
+            "solo",
+            "-n",
+            f"{name}-{uuid.uuid4().hex[:8]}@%h",
+            "--without-gossip",
+            "--without-mingle",
+            "--without-heartbeat",
+            "--loglevel",
+            "INFO",
         ]
         if beat:
             cmd += ["--beat", "--schedule", str(tmp_path / f"{name}-beat-schedule")]
@@ -180,6 +193,7 @@ def test_a_worker_snapshots_agent_activity_and_repeated_identical_activity_adds_
     def settled() -> bool:
         head = Mission.objects.get(pk=mission["id"]).head_checkpoint
         return open_requests(mission["id"]) == 0 and head is not None and head.trigger == "background" and head.state_refs
+
     wait_for(settled, 30, "the background snapshot")
     head = Mission.objects.get(pk=mission["id"]).head_checkpoint
     state, _ = checkpoint_documents(head)
@@ -211,6 +225,7 @@ def test_a_worker_started_without_queues_consumes_every_routed_queue_and_takes_t
     def taken() -> bool:
         head = Mission.objects.get(pk=mission["id"]).head_checkpoint
         return open_requests(mission["id"]) == 0 and head is not None and head.trigger == "background"
+
     wait_for(taken, 30, "the background snapshot from a worker started without -Q")
     state, _ = checkpoint_documents(Mission.objects.get(pk=mission["id"]).head_checkpoint)
     assert [d["text"] for d in state["decisions"]] == ["Use Lakeside"]

@@ -66,8 +66,11 @@ def service(tmp_path) -> FakeService:
 
 def offsite(ql: Questlog, **extra):
     return ql.missions.create(
-        "Book the offsite", "Find and book a venue for 12 people.", constraints=["Never email the client before Friday"],
-        planned_milestones=[("research_complete", "Research"), ("plan_approved", "Plan")], **extra,
+        "Book the offsite",
+        "Find and book a venue for 12 people.",
+        constraints=["Never email the client before Friday"],
+        planned_milestones=[("research_complete", "Research"), ("plan_approved", "Plan")],
+        **extra,
     )
 
 

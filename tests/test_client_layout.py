@@ -39,7 +39,7 @@ def find_cycle(graph: grimp.ImportGraph) -> list[str] | None:
                 continue
             nxt = todo.pop()
             if nxt in on_path:
-                return path[path.index(nxt):] + [nxt]
+                return path[path.index(nxt) :] + [nxt]
             if nxt not in done:
                 stack.append((nxt, sorted(graph.find_modules_directly_imported_by(nxt))))
                 path.append(nxt)
@@ -89,18 +89,13 @@ def test_the_replay_engine_does_not_import_its_front_module():
 
 def test_the_client_core_knows_nothing_of_replaycheck():
     graph = import_graph()
-    for module in ("questlog_client.core", "questlog_client.client", "questlog_client.missions", "questlog_client.runs",
-                   "questlog_client.operations"):
+    for module in ("questlog_client.core", "questlog_client.client", "questlog_client.missions", "questlog_client.runs", "questlog_client.operations"):
         assert not graph.chain_exists(importer=module, imported="questlog_client.replay.steps"), module
         assert not graph.chain_exists(importer=module, imported="questlog_client.testing"), module
 
 
 def test_every_import_is_at_the_top_of_its_module():
-    late = {
-        str(path.relative_to(ROOT)): lines
-        for path in module_files()
-        if (lines := late_imports(path.read_text(encoding="utf-8")))
-    }
+    late = {str(path.relative_to(ROOT)): lines for path in module_files() if (lines := late_imports(path.read_text(encoding="utf-8")))}
     assert late == {}
 
 

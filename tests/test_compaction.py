@@ -107,8 +107,13 @@ def test_a_second_pass_archives_only_what_the_first_left_behind(alice):
 KINDS = st.sampled_from([k.value for k in RecordKind])
 TEXTS = st.text(alphabet=st.characters(codec="utf-8", exclude_categories=["Cs", "Cc"]), min_size=1, max_size=400)
 STEPS = st.lists(
-    st.tuples(KINDS, TEXTS, st.one_of(st.none(), st.dictionaries(st.sampled_from("abc"), st.integers(), max_size=2)),
-              st.booleans(), st.integers(min_value=0, max_value=6)),
+    st.tuples(
+        KINDS,
+        TEXTS,
+        st.one_of(st.none(), st.dictionaries(st.sampled_from("abc"), st.integers(), max_size=2)),
+        st.booleans(),
+        st.integers(min_value=0, max_value=6),
+    ),
     min_size=1,
     max_size=30,
 )

@@ -196,7 +196,13 @@ class AgentSession:
         self.side_effect(key="email-quote", kind="email", target="venue@lakeside.example", request={"subject": f"Quote for {self.facts['booking']}"})
 
     def research_milestone(self) -> None:
-        body = {"kind": "research_complete", "title": "Venue researched", "summary": "Lakeside fits 12.", "evidence": [self.facts["venue_decision"]], "key": "milestone-research"}
+        body = {
+            "kind": "research_complete",
+            "title": "Venue researched",
+            "summary": "Lakeside fits 12.",
+            "evidence": [self.facts["venue_decision"]],
+            "key": "milestone-research",
+        }
         milestone = ok(self.agent.post(f"runs/{self.run_id}/milestones", body))
         self.world.milestones.add(milestone["id"])
         self.world.step()
@@ -206,8 +212,11 @@ class AgentSession:
         # request exists, the next run must not ask again but read the person's answer.
         self.finish_step("ask_deposit")
         body = {
-            "action": DEPOSIT_ACTION, "payload": {"amount": 500, "booking": self.facts["booking"]},
-            "reason": "Paying is irreversible.", "agent_state": self.state(), "key": "approval-deposit",
+            "action": DEPOSIT_ACTION,
+            "payload": {"amount": 500, "booking": self.facts["booking"]},
+            "reason": "Paying is irreversible.",
+            "agent_state": self.state(),
+            "key": "approval-deposit",
         }
         approval = ok(self.agent.post(f"runs/{self.run_id}/approvals", body))
         self.world.approvals[approval["id"]] = approval
@@ -231,7 +240,14 @@ class AgentSession:
 
     def plan_gate(self) -> None:
         self.finish_step("plan_gate")
-        body = {"kind": "plan_approved", "title": "Offsite plan", "summary": "Booked and paid.", "gate": True, "agent_state": self.state(), "key": "milestone-plan"}
+        body = {
+            "kind": "plan_approved",
+            "title": "Offsite plan",
+            "summary": "Booked and paid.",
+            "gate": True,
+            "agent_state": self.state(),
+            "key": "milestone-plan",
+        }
         milestone = ok(self.agent.post(f"runs/{self.run_id}/milestones", body))
         self.world.milestones.add(milestone["id"])
         self.world.step()
@@ -245,9 +261,21 @@ class AgentSession:
         self.world.step()
 
     SCRIPT: list[str] = [
-        "decide_venue", "ask_budget", "reserve_venue", "checkpoint_one", "answer_budget", "add_constraint",
-        "email_quote", "research_milestone", "ask_deposit", "pay_deposit", "checkpoint_two",
-        "email_confirmation", "plan_gate", "wrap_up", "stop",
+        "decide_venue",
+        "ask_budget",
+        "reserve_venue",
+        "checkpoint_one",
+        "answer_budget",
+        "add_constraint",
+        "email_quote",
+        "research_milestone",
+        "ask_deposit",
+        "pay_deposit",
+        "checkpoint_two",
+        "email_confirmation",
+        "plan_gate",
+        "wrap_up",
+        "stop",
     ]
 
     def work(self) -> None:
@@ -345,7 +373,9 @@ class Harness:
 
 def new_mission(agent: ApiClient) -> int:
     body = {
-        "title": "Book the offsite", "objective": "Find, book and pay a venue for 12 people.", "constraints": CONSTRAINTS,
+        "title": "Book the offsite",
+        "objective": "Find, book and pay a venue for 12 people.",
+        "constraints": CONSTRAINTS,
         "planned_milestones": [{"kind": "research_complete", "title": "Research"}, {"kind": "plan_approved", "title": "Plan"}],
     }
     return ok(agent.post("missions", body), 201)["id"]
@@ -366,7 +396,8 @@ def final_state(agent: ApiClient, mission_id: int, service: FakeService) -> dict
     bundle = ok(agent.get(f"missions/{mission_id}/resume"), 200)
     ledger = [
         {k: v for k, v in op.items() if k not in ("id", "attempts", "created_at", "updated_at", "retryable")}
-        for group in bundle["operations"].values() for op in group
+        for group in bundle["operations"].values()
+        for op in group
     ]
     records = sorted(Record.objects.filter(mission_id=mission_id).values_list("kind", "text", "resolved", "abandoned"))
     return {

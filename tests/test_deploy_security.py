@@ -24,8 +24,13 @@ ROOT = Path(__file__).resolve().parent.parent
 A_REAL_KEY = "a-real-deployment-key-" + "x7Kq9" * 10
 REFUSED_KEYS = {"unset": None, "empty": "", "the development key": DEVELOPMENT_SECRET_KEY}
 HTTPS_SETTINGS = (
-    "SECURE_PROXY_SSL_HEADER", "SECURE_SSL_REDIRECT", "SESSION_COOKIE_SECURE", "CSRF_COOKIE_SECURE",
-    "SECURE_HSTS_SECONDS", "SECURE_HSTS_INCLUDE_SUBDOMAINS", "SECURE_HSTS_PRELOAD",
+    "SECURE_PROXY_SSL_HEADER",
+    "SECURE_SSL_REDIRECT",
+    "SESSION_COOKIE_SECURE",
+    "CSRF_COOKIE_SECURE",
+    "SECURE_HSTS_SECONDS",
+    "SECURE_HSTS_INCLUDE_SUBDOMAINS",
+    "SECURE_HSTS_PRELOAD",
 )
 
 
@@ -40,8 +45,12 @@ def environment(tmp_path: Path, secret_key: str | None, **extra: str) -> dict[st
 
 def manage(tmp_path: Path, *args: str, secret_key: str | None, **extra: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "manage.py", *args], cwd=ROOT, env=environment(tmp_path, secret_key, **extra),
-        capture_output=True, text=True, timeout=120,
+        [sys.executable, "manage.py", *args],
+        cwd=ROOT,
+        env=environment(tmp_path, secret_key, **extra),
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
 
 
@@ -57,8 +66,14 @@ def assert_refused_in_one_line(result: subprocess.CompletedProcess) -> None:
 
 def test_check_deploy_reports_nothing_with_https_and_debug_off(tmp_path):
     result = manage(
-        tmp_path, "check", "--deploy", "--fail-level", "DEBUG", secret_key=A_REAL_KEY,
-        QUESTLOG_HTTPS="1", DJANGO_ALLOWED_HOSTS="questlog.example.com",
+        tmp_path,
+        "check",
+        "--deploy",
+        "--fail-level",
+        "DEBUG",
+        secret_key=A_REAL_KEY,
+        QUESTLOG_HTTPS="1",
+        DJANGO_ALLOWED_HOSTS="questlog.example.com",
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "System check identified no issues" in result.stdout
@@ -68,15 +83,27 @@ def test_check_deploy_reports_nothing_with_https_and_debug_off(tmp_path):
 def test_without_https_check_deploy_names_what_questlog_https_turns_on(tmp_path):
     result = manage(tmp_path, "check", "--deploy", secret_key=A_REAL_KEY, DJANGO_ALLOWED_HOSTS="questlog.example.com")
     assert set(re.findall(r"security\.W\d+", result.stdout + result.stderr)) == {
-        "security.W004", "security.W008", "security.W012", "security.W016",
+        "security.W004",
+        "security.W008",
+        "security.W012",
+        "security.W016",
     }
 
 
-@pytest.mark.parametrize(("bind", "warned"), [
-    ("0.0.0.0:8000", True), ("[::]:8000", True), ("10.0.0.5:8000", True), ("questlog.internal:8000", True),
-    ("127.0.0.1:8000,0.0.0.0:9000", True),
-    ("127.0.0.1:8000", False), ("[::1]:8000", False), ("localhost:8000", False), ("unix:/run/questlog.sock", False),
-])
+@pytest.mark.parametrize(
+    ("bind", "warned"),
+    [
+        ("0.0.0.0:8000", True),
+        ("[::]:8000", True),
+        ("10.0.0.5:8000", True),
+        ("questlog.internal:8000", True),
+        ("127.0.0.1:8000,0.0.0.0:9000", True),
+        ("127.0.0.1:8000", False),
+        ("[::1]:8000", False),
+        ("localhost:8000", False),
+        ("unix:/run/questlog.sock", False),
+    ],
+)
 def test_proxy_bypass_is_judged_by_every_bind_address(bind, warned):
     assert (proxy_bypass_problem(1, bind_addresses({"QUESTLOG_BIND": bind})) is not None) is warned
     assert proxy_bypass_problem(0, bind_addresses({"QUESTLOG_BIND": bind})) is None  # X-Forwarded-For not trusted

@@ -78,9 +78,7 @@ def test_grouped_routes_are_documented_as_groups():
 
 def test_every_api_operation_is_documented_with_its_method(api_operations):
     documented = documented_routes()
-    missing = sorted(
-        f"{method} {path}" for path, methods in api_operations.items() for method in methods if (method, path) not in documented
-    )
+    missing = sorted(f"{method} {path}" for path, methods in api_operations.items() for method in methods if (method, path) not in documented)
     assert not missing, f"API operations missing from docs/api.md: {missing}"
 
 

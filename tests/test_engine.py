@@ -22,7 +22,8 @@ STATE = {f"k{i}": {"text": "x" * 100, "n": i} for i in range(5)}
 def engine_statements(captured) -> list[str]:
     """What the request sent besides authentication and the transaction's own statements."""
     return [
-        q["sql"] for q in captured.captured_queries
+        q["sql"]
+        for q in captured.captured_queries
         if not q["sql"].startswith(("BEGIN", "COMMIT", "SAVEPOINT", "RELEASE", "ROLLBACK")) and "quests_agenttoken" not in q["sql"]
     ]
 
@@ -96,7 +97,8 @@ def test_a_run_start_is_replayed_by_its_key_and_audited(agent, mission):
     stored = Mission.objects.get(pk=mission["id"])
     assert (stored.active_run_id, stored.status, stored.run_count) == (run_id, "running", 1)
     assert set(AuditEvent.objects.filter(mission_id=mission["id"], action__in=["start", "start_run"]).values_list("entity", "entity_id")) == {
-        ("run", run_id), ("mission", mission["id"]),
+        ("run", run_id),
+        ("mission", mission["id"]),
     }
 
 
@@ -124,7 +126,11 @@ def test_the_same_engine_tests_pass_on_sqlite(tmp_path):
     env = {**os.environ, "DATABASE_URL": f"sqlite:///{tmp_path / 'engine.sqlite3'}", "QUESTLOG_ENGINE_ON_SQLITE": "1"}
     done = subprocess.run(
         [sys.executable, "-m", "pytest", "-n", "0", "-q", "-p", "no:cacheprovider", __file__],
-        cwd=Path(__file__).resolve().parent.parent, env=env, capture_output=True, text=True, timeout=300,
+        cwd=Path(__file__).resolve().parent.parent,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
     assert " passed" in done.stdout and "failed" not in done.stdout

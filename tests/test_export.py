@@ -115,6 +115,7 @@ def test_a_purged_missions_export_is_its_tombstone(alice, agent, person):
 
 # ---- stored data of any depth ------------------------------------------------------------------
 
+
 def nested_text(levels: int, leaf: str) -> str:
     return '{"a": ' * levels + json.dumps(leaf) + "}" * levels
 
@@ -126,7 +127,12 @@ def test_an_agent_state_stored_nested_985_levels_deep_still_exports(alice, agent
     stored = Checkpoint.objects.filter(run_id=run["id"]).latest("seq")
     deep = json.loads(nested_text(985, "the bottom"))
     checkpoint_write(
-        mission_id=stored.mission_id, run_id=run["id"], parent=stored, seq=stored.seq + 1, trigger="agent", agent_state={"deep": deep},
+        mission_id=stored.mission_id,
+        run_id=run["id"],
+        parent=stored,
+        seq=stored.seq + 1,
+        trigger="agent",
+        agent_state={"deep": deep},
     )
     data, _ = export(alice)
     [mission] = data["missions"]
@@ -143,7 +149,11 @@ def test_values_stored_deeper_than_any_reader_follows_still_export(alice, agent,
     approval = agent.post(f"runs/{run['id']}/approvals", {"action": "a", "payload": {}, "reason": "r"}).json()
     stored = Checkpoint.objects.filter(run_id=run["id"]).latest("seq")
     checkpoint_write(
-        mission_id=stored.mission_id, run_id=run["id"], parent=stored, seq=stored.seq + 1, trigger="agent",
+        mission_id=stored.mission_id,
+        run_id=run["id"],
+        parent=stored,
+        seq=stored.seq + 1,
+        trigger="agent",
         agent_state={"deep": json.loads(nested_text(levels, "state bottom"))},
     )
     Approval.objects.filter(pk=approval["id"]).update(payload=json.loads(nested_text(levels, "payload bottom")))

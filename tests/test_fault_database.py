@@ -78,8 +78,15 @@ def cluster():
 
 def in_cluster(cluster: Cluster, code: str, **env: str) -> str:
     environment = {**os.environ, "DATABASE_URL": cluster.url(), "DJANGO_SETTINGS_MODULE": "config.settings", **env}
-    out = subprocess.run([sys.executable, "-c", f"import django; django.setup(); exec({code!r})"], cwd=ROOT, env=environment,
-                         capture_output=True, text=True, check=True, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-c", f"import django; django.setup(); exec({code!r})"],
+        cwd=ROOT,
+        env=environment,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    )
     return out.stdout.strip().splitlines()[-1] if out.stdout.strip() else ""
 
 
@@ -135,9 +142,9 @@ def test_postgresql_stopped_for_ten_seconds_under_agent_traffic(cluster, tmp_pat
     print(f"503 for {down[-1][0] - down[0][0]:.1f} s ({len(down)} answers); {len(acknowledged)} writes acknowledged")
 
     with psycopg.connect(cluster.url()) as conn:
-        stored = [text for (text,) in conn.execute(
-            "SELECT text FROM checkpoints_record WHERE mission_id = %s AND kind = 'decision' ORDER BY id", [mission["id"]]
-        )]
+        stored = [
+            text for (text,) in conn.execute("SELECT text FROM checkpoints_record WHERE mission_id = %s AND kind = 'decision' ORDER BY id", [mission["id"]])
+        ]
     assert stored == acknowledged, "every acknowledged write is stored, once, in order"
 
     # The agent is gone: the sweep ends the run nobody heartbeats any more.

@@ -46,7 +46,9 @@ OVER = {
     "agent state keys": ("runs/{run}/checkpoints", {"agent_state": keys(limits.OBJECT_KEYS_MAX + 1)}, "agent_state"),
     "approval payload keys": ("runs/{run}/approvals", {"action": "a", "reason": "r", "payload": keys(limits.OBJECT_KEYS_MAX + 1)}, "payload"),
     "approval agent state keys": (
-        "runs/{run}/approvals", {"action": "a", "reason": "r", "payload": {}, "agent_state": keys(limits.OBJECT_KEYS_MAX + 1)}, "agent_state",
+        "runs/{run}/approvals",
+        {"action": "a", "reason": "r", "payload": {}, "agent_state": keys(limits.OBJECT_KEYS_MAX + 1)},
+        "agent_state",
     ),
     "batch items": (
         "runs/{run}/approvals/batch",
@@ -56,11 +58,15 @@ OVER = {
     "milestone evidence": ("runs/{run}/milestones", {"kind": "custom", "title": "m", "evidence": [1] * (limits.MILESTONE_EVIDENCE_MAX + 1)}, "evidence"),
     "record data keys": ("runs/{run}/records", {"kind": "note", "text": "x", "data": keys(limits.OBJECT_KEYS_MAX + 1)}, "data"),
     "operation request keys": (
-        "runs/{run}/operations", {"key": "k", "kind": "e", "target": "t", "request": keys(limits.OBJECT_KEYS_MAX + 1)}, "request",
+        "runs/{run}/operations",
+        {"key": "k", "kind": "e", "target": "t", "request": keys(limits.OBJECT_KEYS_MAX + 1)},
+        "request",
     ),
     "receipt keys (observe)": ("operations/{op}/observe", {"external_status": "s", "receipt": keys(limits.OBJECT_KEYS_MAX + 1)}, "receipt"),
     "receipt keys (complete)": (
-        "operations/{op}/complete", {"external_id": "x", "external_status": "s", "receipt": keys(limits.OBJECT_KEYS_MAX + 1)}, "receipt",
+        "operations/{op}/complete",
+        {"external_id": "x", "external_status": "s", "receipt": keys(limits.OBJECT_KEYS_MAX + 1)},
+        "receipt",
     ),
     "graph channels": (
         "langgraph/checkpoints",
@@ -70,7 +76,9 @@ OVER = {
     "graph metadata keys": ("langgraph/checkpoints", graph_checkpoint(metadata=keys(limits.OBJECT_KEYS_MAX + 1)), "metadata"),
     "graph checkpoint keys": ("langgraph/checkpoints", {"thread_id": "t", "checkpoint": {"id": "c1", **keys(limits.OBJECT_KEYS_MAX)}}, "checkpoint"),
     "graph writes": (
-        "langgraph/writes", graph_writes(writes=[{"idx": i, "channel": "c", "value": encoded()} for i in range(limits.GRAPH_WRITES_MAX + 1)]), "writes",
+        "langgraph/writes",
+        graph_writes(writes=[{"idx": i, "channel": "c", "value": encoded()} for i in range(limits.GRAPH_WRITES_MAX + 1)]),
+        "writes",
     ),
     "graph interrupts": (
         "langgraph/writes",

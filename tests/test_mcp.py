@@ -44,9 +44,11 @@ def hosts():
 @pytest.fixture
 def connect(url, hosts):
     """An MCP host's session with the server for a token, kept open for the test."""
+
     def open_for(token: str) -> McpHost:
         hosts.append(McpHost(url, token))
         return hosts[-1]
+
     return open_for
 
 
@@ -56,8 +58,7 @@ def mcp(connect, token) -> McpHost:
 
 
 def offsite(mcp: McpHost) -> int:
-    made = ok(mcp.call("create_mission", title="Book the offsite", objective="A venue for 12 people.",
-                   constraints=["Never email the client before Friday"]))
+    made = ok(mcp.call("create_mission", title="Book the offsite", objective="A venue for 12 people.", constraints=["Never email the client before Friday"]))
     assert isinstance(made["mission_id"], int) and made["status"] == "ready"
     return made["mission_id"]
 
@@ -71,6 +72,7 @@ def started(mcp: McpHost, mission_id: int) -> int:
 def test_the_server_lists_every_tool_the_prompt_and_the_resource_template(url, token, mcp):
     async def listing(client):
         return await client.list_tools(), await client.list_prompts(), await client.list_resource_templates()
+
     tools, prompts, templates = with_client(url, token, listing)
     assert {t.name for t in tools.tools} == TOOLS
     assert [p.name for p in prompts.prompts] == ["resume_mission"]
@@ -97,13 +99,14 @@ def test_every_tool_through_a_quest(url, token, mcp):
     record = ok(mcp.call("add_record", run_id=run_id, kind="decision", text="Lakeside Lodge", data={"price": 900}))
     assert isinstance(record["record_id"], int) and record["kind"] == "decision"
 
-    go = ok(mcp.call("begin_operation", run_id=run_id, key="hold-lakeside", kind="reservation.hold",
-                 target="lakeside", request={"people": 12}))
+    go = ok(mcp.call("begin_operation", run_id=run_id, key="hold-lakeside", kind="reservation.hold", target="lakeside", request={"people": 12}))
     assert go["status"] == "go" and go["attempts"] == 1 and "receipt" not in go
-    done = ok(mcp.call("complete_operation", operation_id=go["operation_id"], external_id="H-1",
-                   external_status="held", receipt={"until": "Friday"}))
-    assert done == {"operation_id": go["operation_id"], "status": "completed",
-                    "receipt": {"external_id": "H-1", "external_status": "held", "receipt": {"until": "Friday"}}}
+    done = ok(mcp.call("complete_operation", operation_id=go["operation_id"], external_id="H-1", external_status="held", receipt={"until": "Friday"}))
+    assert done == {
+        "operation_id": go["operation_id"],
+        "status": "completed",
+        "receipt": {"external_id": "H-1", "external_status": "held", "receipt": {"until": "Friday"}},
+    }
 
     flaky = ok(mcp.call("begin_operation", run_id=run_id, key="quote", kind="quote", target="caterer", request={}))
     failed = ok(mcp.call("fail_operation", operation_id=flaky["operation_id"], error="timed out", retryable=True))
@@ -116,8 +119,7 @@ def test_every_tool_through_a_quest(url, token, mcp):
     unknown = ok(mcp.call("begin_operation", run_id=run_id, key="deposit", kind="payment", target="lakeside", request={"eur": 200}))
     assert unknown["status"] == "reconcile" and unknown["target"] == "lakeside" and unknown["request"] == {"eur": 200}
 
-    asked = ok(mcp.call("request_approval", run_id=run_id, action="send the invitations",
-                    payload={"to": "team"}, reason="emails cannot be unsent"))
+    asked = ok(mcp.call("request_approval", run_id=run_id, action="send the invitations", payload={"to": "team"}, reason="emails cannot be unsent"))
     assert isinstance(asked["approval_id"], int) and asked["status"] == "pending"
     # The run ended waiting: a write from it is the API's run_ended, with its stop reason.
     ended = refused(mcp.call("add_record", run_id=run_id, kind="note", text="still here?"))
@@ -264,10 +266,15 @@ def test_the_sdk_client_with_a_bad_token_is_refused(url, token, mcp):
 
 def test_a_revoked_token_gets_401(url, alice):
     from quests.services.tokens import token_revoke
+
     made, raw = token_create(user=alice, name="soon gone")
     token_revoke(user=alice, token_id=made.pk)
-    answer = httpx.post(url + "/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
-                        headers={"Authorization": f"Bearer {raw}", "Accept": "application/json, text/event-stream"}, timeout=10)
+    answer = httpx.post(
+        url + "/mcp",
+        json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
+        headers={"Authorization": f"Bearer {raw}", "Accept": "application/json, text/event-stream"},
+        timeout=10,
+    )
     assert answer.status_code == 401
 
 
@@ -282,9 +289,19 @@ def test_the_prompt_is_the_briefing_and_the_resource_the_bundle(url, token, mcp,
     ok(mcp.call("request_approval", run_id=run_id, action="send the invitations", payload={"to": "team"}, reason="cannot be unsent"))
 
     text = mcp.prompt(mission_id)
-    for expected in ("A venue for 12 people.", "Never email the client before Friday", "Lakeside Lodge: under budget",
-                     "`hold-lakeside`", "H-9", "send the invitations", "waiting for a person", "Vegetarian menu?",
-                     '"next":"invitations"', "## What to do next", "await_approval"):
+    for expected in (
+        "A venue for 12 people.",
+        "Never email the client before Friday",
+        "Lakeside Lodge: under budget",
+        "`hold-lakeside`",
+        "H-9",
+        "send the invitations",
+        "waiting for a person",
+        "Vegetarian menu?",
+        '"next":"invitations"',
+        "## What to do next",
+        "await_approval",
+    ):
         assert expected in text, expected
     bundle = mcp.resource(mission_id)
     assert bundle["mission_id"] == mission_id and bundle["agent_state"] == {"next": "invitations"}
@@ -330,6 +347,7 @@ def test_the_api_rate_counts_mcp_requests_and_never_refuses_a_receipt(url, token
 def test_a_database_outage_is_the_apis_503_as_a_tool_error():
     def outage():
         raise OperationalError("connection refused")
+
     with pytest.raises(ApiError) as raised:
         mcp_backend.refused(outage)
     assert raised.value.status == 503 and raised.value.code == "unavailable"

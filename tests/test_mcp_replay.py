@@ -42,6 +42,7 @@ def test_an_mcp_agent_killed_after_each_step_resumes_through_mcp_with_no_repeate
     token = token_create(user=alice, name="mcp-replay")[1]
     host = McpHost(live_server.url, token)
     try:
+
         def new_mission(name: str) -> int:
             return ok(host.call("create_mission", title=f"Offsite {name}", objective="Book and confirm, once."))["mission_id"]
 

@@ -26,6 +26,7 @@ def stdio_session(url: str, token: str, work):
     async def main():
         async with Client(params) as client:
             return await work(client)
+
     return asyncio.run(main())
 
 
@@ -62,6 +63,7 @@ def test_a_quest_through_the_stdio_server(live_server, alice):
 def test_the_stdio_server_with_a_bad_token_answers_each_call_with_the_apis_refusal(live_server):
     async def listing(client):
         return await client.call_tool("list_missions", {})
+
     error = refused(stdio_session(live_server.url, "qlt_wrong", listing))
     assert error["code"] == "unauthenticated"
 

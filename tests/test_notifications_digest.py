@@ -28,8 +28,13 @@ def new_mission(agent, title: str) -> int:
 
 def test_the_defaults_are_approvals_and_milestones_at_once_and_the_rest_in_the_digest(alice):
     assert preferences_of(alice) == {
-        "approval.requested": "immediately", "approval.expiring": "immediately", "milestone.awaiting_review": "immediately",
-        "mission.blocked": "digest", "mission.failed": "digest", "mission.completed": "digest", "run.stalled": "digest",
+        "approval.requested": "immediately",
+        "approval.expiring": "immediately",
+        "milestone.awaiting_review": "immediately",
+        "mission.blocked": "digest",
+        "mission.failed": "digest",
+        "mission.completed": "digest",
+        "run.stalled": "digest",
     }
 
 
@@ -42,7 +47,12 @@ def test_each_transition_emits_its_event_once_for_the_owner_only(agent, alice, b
     assert sweep_stalled_runs(timezone.now() + timedelta(seconds=settings.QUESTLOG_HEARTBEAT_TIMEOUT + 1)) == 1
     assert sweep_stalled_runs(timezone.now() + timedelta(seconds=settings.QUESTLOG_HEARTBEAT_TIMEOUT + 1)) == 0
     kinds = sorted(Notification.objects.values_list("kind", "mission__title"))
-    assert kinds == [("mission.blocked", "Blocked quest"), ("mission.completed", "Done quest"), ("mission.failed", "Failed quest"), ("run.stalled", "Stalled quest")]
+    assert kinds == [
+        ("mission.blocked", "Blocked quest"),
+        ("mission.completed", "Done quest"),
+        ("mission.failed", "Failed quest"),
+        ("run.stalled", "Stalled quest"),
+    ]
     assert set(Notification.objects.values_list("owner", flat=True)) == {alice.pk}
     assert Notification.objects.get(kind="mission.failed").data["reason"] == "because failed_retry_budget"
     assert not Delivery.objects.exists()  # all four wait for the digest
@@ -115,10 +125,15 @@ def test_no_digest_when_everything_announced_moved_on(agent, alice, person):
 def test_an_approval_near_its_respond_by_time_is_announced_once(agent, run):
     soon = (timezone.now() + timedelta(hours=5)).isoformat()
     later = (timezone.now() + timedelta(days=3)).isoformat()
-    near = agent.post(f"runs/{run['id']}/approvals/batch", {"items": [
-        {"action": "soon", "payload": {}, "reason": "r", "expires_at": soon},
-        {"action": "later", "payload": {}, "reason": "r", "expires_at": later},
-    ]})
+    near = agent.post(
+        f"runs/{run['id']}/approvals/batch",
+        {
+            "items": [
+                {"action": "soon", "payload": {}, "reason": "r", "expires_at": soon},
+                {"action": "later", "payload": {}, "reason": "r", "expires_at": later},
+            ]
+        },
+    )
     assert near.status_code == 201, near.content
     assert schedule.approvals_expiring() == 1
     assert schedule.approvals_expiring() == 0

@@ -32,10 +32,15 @@ def send_pending_mail() -> list[str]:
 
 
 def test_an_approval_request_reaches_its_owner_over_smtp(smtp, agent, run, client):
-    response = agent.post(f"runs/{run['id']}/approvals", {
-        "action": "send_email", "payload": {"to": "client@example.com"}, "reason": "The client asked for a quote",
-        "expires_at": "2030-05-01T17:00:00Z",
-    })
+    response = agent.post(
+        f"runs/{run['id']}/approvals",
+        {
+            "action": "send_email",
+            "payload": {"to": "client@example.com"},
+            "reason": "The client asked for a quote",
+            "expires_at": "2030-05-01T17:00:00Z",
+        },
+    )
     approval = response.json()
     assert send_pending_mail() == [Outcome.DELIVERED]
     [mail] = smtp.messages
@@ -99,9 +104,21 @@ def test_a_kind_turned_off_sends_no_mail(smtp, agent, run, alice):
 @pytest.mark.parametrize(
     ("url", "backend", "options"),
     [
-        ("smtp://u:p%40ss@mail.example.com:2525", "smtp", {"host": "mail.example.com", "port": 2525, "username": "u", "password": "p@ss", "use_ssl": False, "use_tls": False, "timeout": 10}),
-        ("smtp://mail.example.com?tls=1", "smtp", {"host": "mail.example.com", "port": 587, "username": "", "password": "", "use_ssl": False, "use_tls": True, "timeout": 10}),
-        ("smtps://u:p@mail.example.com", "smtp", {"host": "mail.example.com", "port": 465, "username": "u", "password": "p", "use_ssl": True, "use_tls": False, "timeout": 10}),
+        (
+            "smtp://u:p%40ss@mail.example.com:2525",
+            "smtp",
+            {"host": "mail.example.com", "port": 2525, "username": "u", "password": "p@ss", "use_ssl": False, "use_tls": False, "timeout": 10},
+        ),
+        (
+            "smtp://mail.example.com?tls=1",
+            "smtp",
+            {"host": "mail.example.com", "port": 587, "username": "", "password": "", "use_ssl": False, "use_tls": True, "timeout": 10},
+        ),
+        (
+            "smtps://u:p@mail.example.com",
+            "smtp",
+            {"host": "mail.example.com", "port": 465, "username": "u", "password": "p", "use_ssl": True, "use_tls": False, "timeout": 10},
+        ),
         ("console:", "console", {}),
         ("file:", "filebased", {"file_path": "/data/mail"}),
         ("file:///srv/mail", "filebased", {"file_path": "/srv/mail"}),

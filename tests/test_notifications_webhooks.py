@@ -110,10 +110,19 @@ def test_agent_tokens_are_refused(agent):
 @pytest.mark.parametrize(
     "url",
     [
-        "http://127.0.0.1/hook", "http://localhost:8000/hook", "http://[::1]/hook", "http://10.0.0.8/hook",
-        "http://192.168.1.1/hook", "http://172.16.0.1/", "http://169.254.169.254/latest/meta-data/",
-        "http://metadata.google.internal/computeMetadata/v1/", "http://0.0.0.0/", "http://[::ffff:127.0.0.1]/",
-        "http://2130706433/", "http://100.64.0.1/", "http://[fd00:ec2::254]/",
+        "http://127.0.0.1/hook",
+        "http://localhost:8000/hook",
+        "http://[::1]/hook",
+        "http://10.0.0.8/hook",
+        "http://192.168.1.1/hook",
+        "http://172.16.0.1/",
+        "http://169.254.169.254/latest/meta-data/",
+        "http://metadata.google.internal/computeMetadata/v1/",
+        "http://0.0.0.0/",
+        "http://[::ffff:127.0.0.1]/",
+        "http://2130706433/",
+        "http://100.64.0.1/",
+        "http://[fd00:ec2::254]/",
     ],
 )
 def test_private_loopback_link_local_and_metadata_addresses_are_refused(person, url):

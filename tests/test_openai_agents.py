@@ -81,7 +81,11 @@ def approvals_of(person: PersonSession, mission_id: int):
 def fresh_process(url: str, token: str, mission_id: int, outbox: Path, *mode: str) -> dict:
     result = subprocess.run(
         [sys.executable, str(AGENT_SCRIPT), url, token, str(mission_id), str(outbox), *mode],
-        cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=120,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert result.returncode == 0, result.stdout + result.stderr
     return json.loads(result.stdout.strip().splitlines()[-1])
@@ -91,7 +95,11 @@ def crash_after_the_tool(url: str, token: str, mission_id: int, outbox: Path) ->
     """A fresh process that is killed (SIGKILL) right after the tool ran, before the run ends."""
     process = subprocess.Popen(
         [sys.executable, str(AGENT_SCRIPT), url, token, str(mission_id), str(outbox), "crash"],
-        cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     try:
         line = process.stdout.readline()
@@ -113,7 +121,11 @@ def test_an_approved_tool_runs_once_in_a_fresh_process_across_loads_and_a_crash(
 
     [approval] = inbox_approvals(alice)
     assert (approval.mission_id, approval.action, approval.payload, approval.reason, approval.agent_ref) == (
-        mission_id, "send_email", INVITE, ASKING, "call_invite",
+        mission_id,
+        "send_email",
+        INVITE,
+        ASKING,
+        "call_invite",
     )
     browser = Client()
     browser.force_login(alice)
@@ -148,7 +160,10 @@ def test_an_approved_tool_runs_once_in_a_fresh_process_across_loads_and_a_crash(
     assert sent(crashed_outbox) == [INVITE]
     ledger = Operation.objects.get(mission_id=crashed)
     assert (ledger.key, ledger.status, ledger.attempts, ledger.receipt) == (
-        "openai-agents:call_invite", "completed", 1, {"output": "sent to team@example.com: Offsite"},
+        "openai-agents:call_invite",
+        "completed",
+        1,
+        {"output": "sent to team@example.com: Offsite"},
     )
 
 
@@ -179,7 +194,8 @@ def test_an_edited_call_runs_with_the_persons_arguments(live_server, token, alic
     edited = {"to": "team@example.com", "subject": "Offsite, May 14-16"}
     alice_in_browser.decide_approval(approval.id, "edit", payload=edited, note="add the dates")
     assert asyncio.run(resume(live_server.url, token, mission_id, outbox, "finish")) == {
-        "final": FINAL, "tool_outputs": ["sent to team@example.com: Offsite, May 14-16"],
+        "final": FINAL,
+        "tool_outputs": ["sent to team@example.com: Offsite, May 14-16"],
     }
     assert sent(outbox) == [edited]
     assert Operation.objects.get(mission_id=mission_id).request == {"arguments": edited}
@@ -242,8 +258,9 @@ def test_a_state_this_process_cannot_restore_is_refused_naming_both_sides(live_s
     with Questlog(live_server.url, token) as ql:
         newer = ql.missions.create("Invite the team", "Email the team about the offsite")
         with newer.start_run(agent="future sdk", heartbeat_interval=0) as run:
-            run.request_approvals([{"action": "send_email", "payload": INVITE, "reason": ASKING, "agent_ref": "call_invite"}],
-                                  agent_state={"openai_agents": future})
+            run.request_approvals(
+                [{"action": "send_email", "payload": INVITE, "reason": ASKING, "agent_ref": "call_invite"}], agent_state={"openai_agents": future}
+            )
     [approval] = approvals_of(alice_in_browser, newer.id)
     alice_in_browser.decide_approval(approval.id, "approve")
     with pytest.raises(RunStateMismatch) as mismatch:
@@ -290,8 +307,11 @@ def test_a_run_that_pauses_again_is_saved_to_the_same_mission_on_the_run_load_st
 def test_the_example_runs_against_a_live_server(live_server, token):
     result = subprocess.run(
         [sys.executable, str(EXAMPLE), "--user", "alice", "--password", "alice-password", "--poll", "0.2"],
-        cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT), "QUESTLOG_URL": live_server.url, "QUESTLOG_TOKEN": token},
-        capture_output=True, text=True, timeout=120,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT), "QUESTLOG_URL": live_server.url, "QUESTLOG_TOKEN": token},
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "[mail] sent to team@example.com: Offsite, May 14-16" in result.stdout
@@ -302,8 +322,11 @@ def test_the_example_runs_against_a_live_server(live_server, token):
 def test_the_example_waits_for_a_decision_made_in_the_browser(live_server, token, alice_in_browser):
     process = subprocess.Popen(
         [sys.executable, str(EXAMPLE), "--poll", "0.2"],
-        cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT), "QUESTLOG_URL": live_server.url, "QUESTLOG_TOKEN": token},
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT), "QUESTLOG_URL": live_server.url, "QUESTLOG_TOKEN": token},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     try:
         waiting = process.stdout.readline()
@@ -351,10 +374,17 @@ def test_an_attempt_never_confirmed_is_reconciled_never_repeated(live_server, to
         finally:
             connection.close()  # this worker thread's own connection would outlive the test database
         with Questlog(live_server.url, token) as ql:
-            _, op = ql.request("POST", f"runs/{run_id}/operations", {
-                "key": "openai-agents:call_invite", "kind": "openai_agents.tool", "target": "send_email",
-                "request": {"arguments": INVITE}, "max_attempts": 3,
-            })
+            _, op = ql.request(
+                "POST",
+                f"runs/{run_id}/operations",
+                {
+                    "key": "openai-agents:call_invite",
+                    "kind": "openai_agents.tool",
+                    "target": "send_email",
+                    "request": {"arguments": INVITE},
+                    "max_attempts": 3,
+                },
+            )
             ql.request("POST", f"operations/{op['id']}/attempt", None, idempotent=False)
 
     async def run_with(reconcile, *, crash_first: bool = False):

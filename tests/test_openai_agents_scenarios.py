@@ -38,7 +38,11 @@ def decide_pending(person: PersonSession, scenario: Scenario, mission_id: int) -
 def fresh_round(url: str, token: str, scenario: Scenario, log: Path, mission_id: int | None) -> dict:
     done = subprocess.run(
         [sys.executable, str(SCRIPT), url, token, scenario.name, str(log), "-" if mission_id is None else str(mission_id)],
-        cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=120,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert done.returncode == 0, done.stdout + done.stderr
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -95,6 +99,9 @@ def test_an_agent_tool_is_no_ledger_entry_and_its_agents_tool_runs_once_through_
     assert outcome["decisions"] == 2 and len(outcome["executions"]) == 1
     ledger = Operation.objects.get()
     assert (ledger.key, ledger.target, ledger.status, ledger.receipt) == (
-        "openai-agents:inner_1", "send_email", "completed", {"output": "send_email done for team"},
+        "openai-agents:inner_1",
+        "send_email",
+        "completed",
+        {"output": "send_email done for team"},
     )
     assert APPROVED == {}  # nothing of a finished call stays behind in the long-lived process

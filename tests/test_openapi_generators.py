@@ -43,8 +43,19 @@ def test_openapi_python_client_generates_every_operation_without_a_warning(docum
     config = tmp_path / "config.json"
     config.write_text(json.dumps({"post_hooks": []}))
     result = generate(
-        [str(OPENAPI_PYTHON_CLIENT), "generate", "--path", str(path), "--config", str(config), "--meta", "none",
-         "--output-path", "client", "--fail-on-warning"],
+        [
+            str(OPENAPI_PYTHON_CLIENT),
+            "generate",
+            "--path",
+            str(path),
+            "--config",
+            str(config),
+            "--meta",
+            "none",
+            "--output-path",
+            "client",
+            "--fail-on-warning",
+        ],
         tmp_path,
     )
     assert "Warning" not in result.stdout + result.stderr, result.stdout
@@ -60,6 +71,6 @@ def test_openapi_typescript_generates_every_operation(document, tmp_path):
     generate([str(OPENAPI_TYPESCRIPT), str(path), "--output", "api.ts"], tmp_path)
     typescript = (tmp_path / "api.ts").read_text()
     # Its `operations` interface has one member per operation id, each with its responses typed.
-    operations = typescript[typescript.index("export interface operations {"):]
+    operations = typescript[typescript.index("export interface operations {") :]
     generated = set(re.findall(r"^    (\w+): \{$", operations, flags=re.MULTILINE))
     assert generated == operation_ids

@@ -50,9 +50,27 @@ def world(transactional_db, no_broker, live_server, agent, person, mission, run)
 def schemathesis(url: str, headers: list[str], tmp_path: Path, *options: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     # A fixed seed: the same cases every run, in bounded time.
     command = [
-        str(ST), "--config-file", str(CONFIG), "--no-color", "run", f"{url}/api/v1/openapi.json",
-        "--checks", "all", "--max-examples", str(MAX_EXAMPLES), "--phases", PHASES, "--seed", "9", "--workers", "2",
-        "--generation-database", "none", "--request-timeout", "30", *options,
+        str(ST),
+        "--config-file",
+        str(CONFIG),
+        "--no-color",
+        "run",
+        f"{url}/api/v1/openapi.json",
+        "--checks",
+        "all",
+        "--max-examples",
+        str(MAX_EXAMPLES),
+        "--phases",
+        PHASES,
+        "--seed",
+        "9",
+        "--workers",
+        "2",
+        "--generation-database",
+        "none",
+        "--request-timeout",
+        "30",
+        *options,
     ]
     for header in headers:
         command += ["-H", header]
@@ -74,8 +92,10 @@ def test_every_answer_to_a_signed_in_person_matches_the_document(world, person, 
     """Every route as a person: the people-only ones, and the agent routes, which a session may call too."""
     cookies = person.client.cookies
     session = {
-        "SCHEMATHESIS_HOOKS": "tests.schemathesis_person", "PYTHONPATH": str(ROOT),
-        "QUESTLOG_ST_SESSION": cookies["sessionid"].value, "QUESTLOG_ST_CSRF": cookies["csrftoken"].value,
+        "SCHEMATHESIS_HOOKS": "tests.schemathesis_person",
+        "PYTHONPATH": str(ROOT),
+        "QUESTLOG_ST_SESSION": cookies["sessionid"].value,
+        "QUESTLOG_ST_CSRF": cookies["csrftoken"].value,
     }
     result = schemathesis(world, [], tmp_path, env=session)
     assert_no_failures(result)

@@ -90,8 +90,7 @@ UNREACHABLE = {
 def test_every_error_an_endpoint_can_raise_is_a_documented_response():
     document = api.get_openapi_schema()
     documented = {
-        operation["operationId"]: {int(status) for status in operation["responses"]}
-        for item in document["paths"].values() for operation in item.values()
+        operation["operationId"]: {int(status) for status in operation["responses"]} for item in document["paths"].values() for operation in item.values()
     }
     missing = {}
     for operation in operations():

@@ -31,13 +31,21 @@ def test_the_page_view_tests_pass_on_sqlite(tmp_path):
     environment.update(QUESTLOG_DATA_DIR=str(tmp_path), CELERY_BROKER_URL="memory://localhost/")
     check = "import django; django.setup(); from django.db import connection; print(connection.vendor)"
     vendor = subprocess.run(
-        [sys.executable, "-c", check], cwd=ROOT, env={**environment, "DJANGO_SETTINGS_MODULE": "config.settings"},
-        capture_output=True, text=True, check=True,
+        [sys.executable, "-c", check],
+        cwd=ROOT,
+        env={**environment, "DJANGO_SETTINGS_MODULE": "config.settings"},
+        capture_output=True,
+        text=True,
+        check=True,
     ).stdout.split()[-1]
     assert vendor == "sqlite"
     result = subprocess.run(
         [sys.executable, "-m", "pytest", "-p", "no:xdist", "-p", "no:cacheprovider", "-q", *PAGE_TESTS],
-        cwd=ROOT, env=environment, capture_output=True, text=True, timeout=600,
+        cwd=ROOT,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
     assert " passed" in result.stdout and "failed" not in result.stdout

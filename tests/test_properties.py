@@ -218,8 +218,11 @@ class MissionMachine(RuleBasedStateMachine):
 
     @precondition(has_run)
     @rule(
-        pick=st.integers(0, 20), kind=st.sampled_from(RECORD_KINDS), text=st.sampled_from(RECORD_TEXTS),
-        key=st.sampled_from(RECORD_KEYS), resolve=st.integers(0, 20) | st.none(),
+        pick=st.integers(0, 20),
+        kind=st.sampled_from(RECORD_KINDS),
+        text=st.sampled_from(RECORD_TEXTS),
+        key=st.sampled_from(RECORD_KEYS),
+        resolve=st.integers(0, 20) | st.none(),
     )
     def record(self, pick: int, kind: str, text: str, key: str | None, resolve: int | None) -> None:
         run = self.run_for(pick)
@@ -234,7 +237,11 @@ class MissionMachine(RuleBasedStateMachine):
             self.remember("records", key, body)
 
     @precondition(has_run)
-    @rule(pick=st.integers(0, 20), text=st.text(any_character, min_size=1, max_size=30), data=st.dictionaries(st.text(any_character, max_size=5), st.text(any_character, max_size=5), max_size=2))
+    @rule(
+        pick=st.integers(0, 20),
+        text=st.text(any_character, min_size=1, max_size=30),
+        data=st.dictionaries(st.text(any_character, max_size=5), st.text(any_character, max_size=5), max_size=2),
+    )
     def record_with_any_text(self, pick: int, text: str, data: dict) -> None:
         """Whatever characters an agent sends, the answer is a decision, never a crash."""
         run = self.run_for(pick)
@@ -557,7 +564,10 @@ def test_random_agent_and_person_actions_keep_every_promise():
     run_state_machine_as_test(
         MissionMachine,
         settings=hsettings(
-            max_examples=40, stateful_step_count=30, deadline=None, database=None,
+            max_examples=40,
+            stateful_step_count=30,
+            deadline=None,
+            database=None,
             suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
         ),
     )
@@ -566,7 +576,9 @@ def test_random_agent_and_person_actions_keep_every_promise():
 # -- content addressing of the agent's state --------------------------------------------------
 
 json_leaves = st.none() | st.booleans() | st.integers(-(2**53), 2**53) | st.floats(allow_nan=False, allow_infinity=False) | st.text(storable, max_size=20)
-json_values = st.recursive(json_leaves, lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(storable, max_size=8), inner, max_size=4), max_leaves=12)
+json_values = st.recursive(
+    json_leaves, lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(storable, max_size=8), inner, max_size=4), max_leaves=12
+)
 json_states = st.dictionaries(st.text(storable, min_size=1, max_size=10), json_values, min_size=1, max_size=6)
 
 

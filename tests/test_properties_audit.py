@@ -85,9 +85,7 @@ class AuditMachine(RuleBasedStateMachine):
 
     @rule()
     def interrupt_stale_run(self) -> None:
-        Run.objects.filter(mission_id=self.mission_id, ended_at__isnull=True).update(
-            heartbeat_at=timezone.now() - timedelta(hours=1)
-        )
+        Run.objects.filter(mission_id=self.mission_id, ended_at__isnull=True).update(heartbeat_at=timezone.now() - timedelta(hours=1))
         runs.sweep_stalled_runs()
 
     @rule()
@@ -207,7 +205,10 @@ def test_no_status_changes_without_its_audit_event():
     run_state_machine_as_test(
         AuditMachine,
         settings=hsettings(
-            max_examples=15, stateful_step_count=30, deadline=None, database=None,
+            max_examples=15,
+            stateful_step_count=30,
+            deadline=None,
+            database=None,
             suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
         ),
     )

@@ -22,10 +22,27 @@ pytestmark = pytest.mark.django_db
 KINDS = ["decision", "note", "tool_output", "evidence", "open_question", "blocker", "dependency"]
 ACTIONS = st.lists(
     st.tuples(
-        st.sampled_from([
-            "record", "record", "record", "resolve", "plan", "attempt", "complete", "fail", "observe",
-            "constraint", "retire", "checkpoint", "snapshot", "approval", "decide", "milestone", "pause_restore",
-        ]),
+        st.sampled_from(
+            [
+                "record",
+                "record",
+                "record",
+                "resolve",
+                "plan",
+                "attempt",
+                "complete",
+                "fail",
+                "observe",
+                "constraint",
+                "retire",
+                "checkpoint",
+                "snapshot",
+                "approval",
+                "decide",
+                "milestone",
+                "pause_restore",
+            ]
+        ),
         st.integers(min_value=0, max_value=50),
     ),
     min_size=1,
@@ -72,7 +89,9 @@ class World:
     def do(self, action: str, n: int) -> None:
         mission_id = self.mission.pk
         if action == "record":
-            records.record_create(actor=self.agent, run_id=self.running(), kind=KINDS[n % len(KINDS)], text=f"text {n} " * (n % 7 + 1), data={"n": n} if n % 3 else None)
+            records.record_create(
+                actor=self.agent, run_id=self.running(), kind=KINDS[n % len(KINDS)], text=f"text {n} " * (n % 7 + 1), data={"n": n} if n % 3 else None
+            )
         elif action == "resolve":
             live = list(Record.objects.filter(mission_id=mission_id, abandoned=False).values_list("pk", flat=True))
             if live:
@@ -116,7 +135,9 @@ class World:
             pending = list(Approval.objects.filter(mission_id=mission_id, status="pending"))
             if pending:
                 decision = ["approve", "reject", "edit"][n % 3]
-                approvals.approval_decide(actor=self.person, approval_id=pending[0].pk, decision=decision, payload={"edited": n} if decision == "edit" else None)
+                approvals.approval_decide(
+                    actor=self.person, approval_id=pending[0].pk, decision=decision, payload={"edited": n} if decision == "edit" else None
+                )
         elif action == "milestone":
             approvals.milestone_claim(actor=self.agent, run_id=self.running(), kind="research_complete", title=f"Step {n}", gate=n % 2 == 0)
         elif action == "pause_restore":

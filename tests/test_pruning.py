@@ -25,6 +25,7 @@ TRIGGERS = [t.value for t in Trigger]
 
 # ---- the rules, on plain trees -------------------------------------------------------------------
 
+
 @st.composite
 def trees(draw) -> list[pruning.Node]:
     """A random checkpoint tree: each checkpoint's parent is an earlier one (branches included)."""
@@ -36,7 +37,11 @@ def trees(draw) -> list[pruning.Node]:
         age = draw(st.integers(min_value=0, max_value=20))
         nodes.append(
             pruning.Node(
-                id=i, parent_id=parent, seq=i, trigger=trigger, verified=draw(st.booleans()) and draw(st.booleans()),
+                id=i,
+                parent_id=parent,
+                seq=i,
+                trigger=trigger,
+                verified=draw(st.booleans()) and draw(st.booleans()),
                 created_at=NOW - timedelta(days=age),
             )
         )
@@ -85,10 +90,7 @@ def test_pruning_takes_only_old_unverified_background_snapshots_beyond_the_newes
 
 
 def test_the_protected_checkpoints_are_never_pruned():
-    nodes = [
-        pruning.Node(id=i, parent_id=i - 1 or None, seq=i, trigger="background", verified=False, created_at=NOW - OLD)
-        for i in range(1, 6)
-    ]
+    nodes = [pruning.Node(id=i, parent_id=i - 1 or None, seq=i, trigger="background", verified=False, created_at=NOW - OLD) for i in range(1, 6)]
     assert pruning.prunable(nodes, protected={3, 5}, older_than=NOW, keep_newest=0) == {2, 4}
 
 
@@ -103,13 +105,20 @@ def quest(alice) -> Mission:
     return mission
 
 
-def write(mission: Mission, trigger: str, *, parent: Checkpoint | None = None, state: dict | None = None, agent_state: dict | None = None, age: timedelta = OLD) -> Checkpoint:
+def write(
+    mission: Mission, trigger: str, *, parent: Checkpoint | None = None, state: dict | None = None, agent_state: dict | None = None, age: timedelta = OLD
+) -> Checkpoint:
     """A checkpoint written straight through the storage layer, aged as asked, made the head."""
     mission.refresh_from_db()
     parent = parent if parent is not None else mission.head_checkpoint
     checkpoint = checkpoint_write(
-        mission_id=mission.pk, run_id=None, parent=parent, seq=mission.next_checkpoint_seq, trigger=trigger,
-        state=state or {"step": mission.next_checkpoint_seq}, agent_state=agent_state,
+        mission_id=mission.pk,
+        run_id=None,
+        parent=parent,
+        seq=mission.next_checkpoint_seq,
+        trigger=trigger,
+        state=state or {"step": mission.next_checkpoint_seq},
+        agent_state=agent_state,
     )
     Checkpoint.objects.filter(pk=checkpoint.pk).update(created_at=timezone.now() - age)
     Mission.objects.filter(pk=mission.pk).update(head_checkpoint=checkpoint, next_checkpoint_seq=mission.next_checkpoint_seq + 1)
@@ -134,14 +143,14 @@ def every_reference_resolves() -> bool:
 
 def test_it_prunes_old_background_snapshots_and_reparents_their_children(quest):
     policy()
-    write(quest, "agent")                      # 1 root
-    write(quest, "background")                 # 2 pruned
-    write(quest, "background")                 # 3 pruned
-    write(quest, "milestone")                  # 4 -> 1
-    write(quest, "background")                 # 5 pruned
-    write(quest, "stop")                       # 6 -> 4
+    write(quest, "agent")  # 1 root
+    write(quest, "background")  # 2 pruned
+    write(quest, "background")  # 3 pruned
+    write(quest, "milestone")  # 4 -> 1
+    write(quest, "background")  # 5 pruned
+    write(quest, "stop")  # 6 -> 4
     write(quest, "background", age=timedelta(days=1))  # 7 young: kept
-    write(quest, "agent")                      # 8 head
+    write(quest, "agent")  # 8 head
     result = snapshots.snapshots_prune()
     assert result["checkpoints"] == 3
     assert kept(quest) == {1: None, 4: 1, 6: 4, 7: 6, 8: 7}
@@ -195,12 +204,12 @@ def test_it_leaves_a_mission_under_a_staff_hold_alone(quest, alice):
 
 def test_it_keeps_a_branch_point_reachable_after_a_restore(quest):
     policy()
-    write(quest, "agent")                               # 1
-    target = write(quest, "background")                 # 2 (restored from: pruned)
-    write(quest, "background")                          # 3 pruned (abandoned branch)
-    write(quest, "agent")                               # 4 -> 1
-    write(quest, "restore", parent=target)              # 5 -> 1
-    write(quest, "agent")                               # 6 head
+    write(quest, "agent")  # 1
+    target = write(quest, "background")  # 2 (restored from: pruned)
+    write(quest, "background")  # 3 pruned (abandoned branch)
+    write(quest, "agent")  # 4 -> 1
+    write(quest, "restore", parent=target)  # 5 -> 1
+    write(quest, "agent")  # 6 head
     snapshots.snapshots_prune()
     assert kept(quest) == {1: None, 4: 1, 5: 1, 6: 5}
 

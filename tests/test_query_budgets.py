@@ -46,22 +46,15 @@ def fill(mission: Mission, run_id: int, live_records: int) -> None:
     from quests.services.savestate import state_rebuild
 
     kinds = [RecordKind.DECISION, RecordKind.NOTE, RecordKind.EVIDENCE, RecordKind.OPEN_QUESTION, RecordKind.TOOL_OUTPUT]
-    Record.objects.bulk_create(
-        Record(mission=mission, run_id=run_id, kind=kinds[i % len(kinds)], text=f"record {i} " + "y" * 100)
-        for i in range(live_records)
-    )
+    Record.objects.bulk_create(Record(mission=mission, run_id=run_id, kind=kinds[i % len(kinds)], text=f"record {i} " + "y" * 100) for i in range(live_records))
     extra = live_records // 5
     Operation.objects.bulk_create(
         Operation(mission=mission, run_id=run_id, key=f"op-{i}", request_hash="0" * 64, kind="email.send", target=f"t{i}", status="completed")
         for i in range(extra)
     )
-    Milestone.objects.bulk_create(
-        Milestone(mission=mission, kind="research_complete", title=f"Step {i}", review_status="approved") for i in range(extra // 4)
-    )
+    Milestone.objects.bulk_create(Milestone(mission=mission, kind="research_complete", title=f"Step {i}", review_status="approved") for i in range(extra // 4))
     now = timezone.now()
-    Approval.objects.bulk_create(
-        Approval(mission=mission, action=f"action {i}", status="approved", decided_at=now) for i in range(extra // 4)
-    )
+    Approval.objects.bulk_create(Approval(mission=mission, action=f"action {i}", status="approved", decided_at=now) for i in range(extra // 4))
     state_rebuild(mission.pk)
 
 
@@ -108,20 +101,24 @@ def test_heartbeat(working, django_assert_max_num_queries):
 def test_record(working, django_assert_max_num_queries):
     agent, _, run_id = working
     for kind in ("decision", "note", "tool_output", "evidence"):
-        within("record", django_assert_max_num_queries, lambda: agent.post(
-            f"runs/{run_id}/records", {"kind": kind, "text": f"a {kind}", "key": key()}
-        ))
+        within("record", django_assert_max_num_queries, lambda: agent.post(f"runs/{run_id}/records", {"kind": kind, "text": f"a {kind}", "key": key()}))
 
 
 def test_operation_lifecycle(working, django_assert_max_num_queries):
     agent, _, run_id = working
     for outcome in ("complete", "fail"):
-        op = within("operation_plan", django_assert_max_num_queries, lambda: agent.post(
-            f"runs/{run_id}/operations",
-            {"key": f"send-{outcome}-{key()}", "kind": "email.send", "target": "client@example.com", "request": {"subject": "Hi"}},
-        ))
+        op = within(
+            "operation_plan",
+            django_assert_max_num_queries,
+            lambda: agent.post(
+                f"runs/{run_id}/operations",
+                {"key": f"send-{outcome}-{key()}", "kind": "email.send", "target": "client@example.com", "request": {"subject": "Hi"}},
+            ),
+        )
         within("operation_attempt", django_assert_max_num_queries, lambda: agent.post(f"operations/{op['id']}/attempt"))
-        body = {"external_id": "msg-1", "external_status": "sent", "receipt": {"ok": True}} if outcome == "complete" else {"error": "SMTP 451", "retryable": True}
+        body = (
+            {"external_id": "msg-1", "external_status": "sent", "receipt": {"ok": True}} if outcome == "complete" else {"error": "SMTP 451", "retryable": True}
+        )
         within(f"operation_{outcome}", django_assert_max_num_queries, lambda: agent.post(f"operations/{op['id']}/{outcome}", body))
 
 
@@ -129,9 +126,7 @@ def test_checkpoint(working, django_assert_max_num_queries):
     agent, _, run_id = working
     for i in range(3):
         state = {**AGENT_STATE, "k00": {"text": f"changed {i}", "n": i}}
-        within("checkpoint", django_assert_max_num_queries, lambda: agent.post(
-            f"runs/{run_id}/checkpoints", {"agent_state": state, "key": key()}
-        ))
+        within("checkpoint", django_assert_max_num_queries, lambda: agent.post(f"runs/{run_id}/checkpoints", {"agent_state": state, "key": key()}))
 
 
 def test_checkpoint_after_other_changes(working, django_assert_max_num_queries):
@@ -140,9 +135,11 @@ def test_checkpoint_after_other_changes(working, django_assert_max_num_queries):
     agent.post(f"runs/{run_id}/records", {"kind": "decision", "text": "Use the lake venue", "key": key()})
     agent.post(f"runs/{run_id}/records", {"kind": "note", "text": "Called the venue", "key": key()})
     agent.post(f"runs/{run_id}/operations", {"key": key(), "kind": "email.send", "target": "a@example.com", "request": {}})
-    within("checkpoint_after_other_changes", django_assert_max_num_queries, lambda: agent.post(
-        f"runs/{run_id}/checkpoints", {"agent_state": AGENT_STATE, "key": key()}
-    ))
+    within(
+        "checkpoint_after_other_changes",
+        django_assert_max_num_queries,
+        lambda: agent.post(f"runs/{run_id}/checkpoints", {"agent_state": AGENT_STATE, "key": key()}),
+    )
 
 
 def test_resume(working, django_assert_max_num_queries):
@@ -154,9 +151,7 @@ def test_resume(working, django_assert_max_num_queries):
 def test_run_start(working, django_assert_max_num_queries):
     agent, mission_id, run_id = working
     agent.post(f"runs/{run_id}/stop", {"reason": "blocked_external", "detail": "CRM down"})
-    answer = within("run_start", django_assert_max_num_queries, lambda: agent.post(
-        f"missions/{mission_id}/runs", {"agent": "test", "key": key()}
-    ))
+    answer = within("run_start", django_assert_max_num_queries, lambda: agent.post(f"missions/{mission_id}/runs", {"agent": "test", "key": key()}))
     assert answer["resume"]["checkpoint"]["agent_state"] == AGENT_STATE
 
 

@@ -60,14 +60,18 @@ def test_it_names_each_accepted_write_and_each_side_effect_in_order():
         run.record("decision", "Use Lakeside", key="venue")
         run.record("note", "a generated key is not part of a label")
         run.heartbeat()
-        receipt = run.operation("hold", kind="reservation.hold", target="lakeside", request={})(
-            lambda op: {"external_id": "H-1", "external_status": "held"}
-        )
+        receipt = run.operation("hold", kind="reservation.hold", target="lakeside", request={})(lambda op: {"external_id": "H-1", "external_status": "held"})
         run.stop("completed", "done")
     assert receipt.operation.status == "completed"
     assert [s.label for s in heard.steps] == [
-        "start run", "record decision venue", "record note", "operation hold: plan", "operation hold: attempt",
-        "operation hold: side effect", "operation hold: complete", "stop completed",
+        "start run",
+        "record decision venue",
+        "record note",
+        "operation hold: plan",
+        "operation hold: attempt",
+        "operation hold: side effect",
+        "operation hold: complete",
+        "stop completed",
     ]
     assert [s.number for s in heard.steps] == list(range(1, 9))
     effect = heard.steps[5]

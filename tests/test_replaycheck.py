@@ -41,9 +41,7 @@ def careless_agent(ql: Questlog, mission_id: int, service: FakeService) -> None:
 
 
 def replaycheck_command(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "manage.py", "replaycheck", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600
-    )
+    return subprocess.run([sys.executable, "manage.py", "replaycheck", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
 
 
 def table(stdout: str) -> tuple[dict[int, dict[str, int]], dict[str, int]]:
@@ -87,9 +85,7 @@ def database_exists(name: str) -> bool:
 def test_a_terminated_check_stops_its_servers_and_removes_its_throwaway_files(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "DATABASE_URL"}
     env["QUESTLOG_DATA_DIR"] = str(tmp_path)
-    check = subprocess.Popen(
-        [sys.executable, "manage.py", "replaycheck"], cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-    )
+    check = subprocess.Popen([sys.executable, "manage.py", "replaycheck"], cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     lines = []
     for line in check.stderr:
         lines.append(line)
@@ -139,8 +135,13 @@ def test_the_machinery_checks_any_agent_function_from_pytest_against_a_live_serv
     caught = replaycheck(careless, jobs=3, **login)
     assert not caught.ok
     assert caught.baseline_steps == [
-        "start run", "operation send: plan", "operation send: attempt", "operation send: side effect",
-        "operation send: complete", "record decision sent", "stop completed",
+        "start run",
+        "operation send: plan",
+        "operation send: attempt",
+        "operation send: side effect",
+        "operation send: complete",
+        "record decision sent",
+        "stop completed",
     ]
     by_point = {row.point: row for row in caught.rows}
     assert [p for p, row in by_point.items() if row.repeated_side_effects] == [2, 3, 4, 5, 6]

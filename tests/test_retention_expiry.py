@@ -124,9 +124,13 @@ def test_every_piece_of_working_state_carries_its_missions_expiry(agent, person,
         complete(agent, run2["id"])
     m = Mission.objects.get(pk=mission["id"])
     rows = [
-        *Checkpoint.objects.filter(mission=m), *Record.objects.filter(mission=m), *Operation.objects.filter(mission=m),
-        *OperationEvent.objects.filter(operation__mission=m), *Constraint.objects.filter(mission=m),
-        *Approval.objects.filter(mission=m), *Milestone.objects.filter(mission=m),
+        *Checkpoint.objects.filter(mission=m),
+        *Record.objects.filter(mission=m),
+        *Operation.objects.filter(mission=m),
+        *OperationEvent.objects.filter(operation__mission=m),
+        *Constraint.objects.filter(mission=m),
+        *Approval.objects.filter(mission=m),
+        *Milestone.objects.filter(mission=m),
     ]
     assert {type(r).__name__ for r in rows} >= {"Checkpoint", "Record", "Operation", "OperationEvent", "Constraint", "Approval", "Milestone"}
     for row in rows:

@@ -34,7 +34,7 @@ def panel(client: Client, mission_id: int) -> str:
     assert r.status_code == 200
     html = r.content.decode()
     assert 'id="retention"' in html
-    return html[html.index('id="retention"'):]
+    return html[html.index('id="retention"') :]
 
 
 def test_an_active_missions_panel_says_nothing_expires_yet(web, mission, run):

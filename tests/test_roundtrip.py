@@ -64,8 +64,6 @@ def test_an_error_fails_the_whole_round_trip(alice, trip_mode):
 def test_one_round_trip_reads_several_querysets(alice):
     Mission.objects.create(owner=alice, title="A", objective="O")
     with CaptureQueriesContext(connection) as captured:
-        missions, titles, empty = one_round_trip(
-            Mission.objects.all(), Mission.objects.values_list("title", flat=True), Record.objects.none()
-        )
+        missions, titles, empty = one_round_trip(Mission.objects.all(), Mission.objects.values_list("title", flat=True), Record.objects.none())
     assert [m.title for m in missions] == ["A"] and list(titles) == ["A"] and empty == []
     assert len(captured) == 1

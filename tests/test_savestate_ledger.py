@@ -144,13 +144,20 @@ def test_a_document_of_an_older_format_is_rebuilt_and_old_checkpoints_keep_their
     document = sections.merged(savestate.state_document(row))
     whole, contents = parts({"operations": document["operations"]})
     old = checkpoint_write(
-        mission_id=mission.pk, run_id=run.pk, parent=None, seq=row.next_checkpoint_seq, trigger="agent", state=document,
+        mission_id=mission.pk,
+        run_id=run.pk,
+        parent=None,
+        seq=row.next_checkpoint_seq,
+        trigger="agent",
+        state=document,
         agent_state={"step": 1},
     )
     Mission.objects.filter(pk=mission.pk).update(
-        state_refs={**refs, **whole}, state_pending={"operations": contents[whole["operations"]].decode()},
+        state_refs={**refs, **whole},
+        state_pending={"operations": contents[whole["operations"]].decode()},
         state_report={k: v for k, v in row.state_report.items() if k not in ("format", "ledger")},
-        head_checkpoint=old, next_checkpoint_seq=row.next_checkpoint_seq + 1,
+        head_checkpoint=old,
+        next_checkpoint_seq=row.next_checkpoint_seq + 1,
     )
     old.refresh_from_db()
     assert "operations" in old.state_refs and document_hash(old.state_refs, old.agent_state_refs) == old.hash

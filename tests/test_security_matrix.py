@@ -105,8 +105,10 @@ def test_the_matrix_covers_every_route_and_every_hostile_caller():
     # The people-only API operations are all there (pause, decide, review, restore, forget, …) and
     # every page a person has to be signed in for.
     assert {route for _, route in owner_rows if route.startswith("/api/v1/")} >= {
-        "/api/v1/approvals/{int:approval_id}/decision", "/api/v1/missions/{int:mission_id}/pause",
-        "/api/v1/memory/{int:item_id}", "/api/v1/missions/{int:mission_id}/restore",
+        "/api/v1/approvals/{int:approval_id}/decision",
+        "/api/v1/missions/{int:mission_id}/pause",
+        "/api/v1/memory/{int:item_id}",
+        "/api/v1/missions/{int:mission_id}/restore",
     }
     assert ("POST", "tokens/<int:pk>/revoke/") in owner_rows and ("GET", "missions/<int:pk>/") in owner_rows
     assert len(asked) > 4 * 100

@@ -187,9 +187,7 @@ def gunicorn(tmp_path: Path, servers: list[Server], **env: str) -> Server:
 def server_backends() -> set[int]:
     """Backend pids of the other sessions on the test database: the server's connections."""
     with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"
-        )
+        cursor.execute("SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()")
         return {pid for (pid,) in cursor.fetchall()}
 
 

@@ -14,8 +14,20 @@ from quests.services.tokens import token_create
 pytestmark = pytest.mark.django_db
 
 TOP_LEVEL = {
-    "mission", "next_action", "message", "checkpoint", "last_verified_checkpoint", "constraints", "decisions",
-    "open_questions", "blockers", "dependencies", "milestones", "approvals", "operations", "memory",
+    "mission",
+    "next_action",
+    "message",
+    "checkpoint",
+    "last_verified_checkpoint",
+    "constraints",
+    "decisions",
+    "open_questions",
+    "blockers",
+    "dependencies",
+    "milestones",
+    "approvals",
+    "operations",
+    "memory",
 }
 MISSION = {"id", "title", "objective", "status", "stop_reason", "stop_detail", "retry_at"}
 CHECKPOINT = {"id", "seq", "hash", "verified", "trigger", "created_at", "agent_state"}
@@ -41,7 +53,10 @@ def agent(alice) -> Actor:
 @pytest.fixture
 def mission(agent) -> Mission:
     mission, _ = missions.mission_create(
-        actor=agent, title="Offsite", objective="Book a venue", constraints=["Never email the client before Friday"],
+        actor=agent,
+        title="Offsite",
+        objective="Book a venue",
+        constraints=["Never email the client before Friday"],
         planned_milestones=[{"kind": "research_complete", "title": "Research"}],
     )
     return mission
@@ -156,9 +171,7 @@ def test_retired_constraints_drop_out_and_corrections_come_in(agent, person, mis
     run = start(agent, mission)
     milestone, _ = approvals.milestone_claim(actor=agent, run_id=run.pk, kind="custom", title="Shortlist")
     approvals.milestone_review(actor=person, milestone_id=milestone.pk, action="correct", note="Near a station")
-    assert [(c["text"], c["source"]) for c in resume_bundle(mission)["constraints"]] == [
-        ("Budget 5k", "user"), ("Near a station", "correction")
-    ]
+    assert [(c["text"], c["source"]) for c in resume_bundle(mission)["constraints"]] == [("Budget 5k", "user"), ("Near a station", "correction")]
 
 
 def test_operations_are_grouped_oldest_first_across_runs(agent, mission):

@@ -123,9 +123,7 @@ def test_constraints_and_the_operation_ledger_are_never_rolled_back(agent, perso
     assert Operation.objects.get(pk=op.pk).status == "completed"
     # The next run learns the payment happened, whatever branch it is on.
     second = start(agent, mission)
-    replay, replayed = operations.operation_plan(
-        actor=agent, run_id=second.pk, key="deposit", kind="payment", target="venue", request={"eur": 500}
-    )
+    replay, replayed = operations.operation_plan(actor=agent, run_id=second.pk, key="deposit", kind="payment", target="venue", request={"eur": 500})
     assert (replay.pk, replayed, replay.status) == (op.pk, True, "completed")
 
 

@@ -51,9 +51,11 @@ def save(agent: Actor, run, state: dict) -> Checkpoint:
 
 
 def frozen(checkpoint: Checkpoint) -> dict:
-    row = Checkpoint.objects.filter(pk=checkpoint.pk).values(
-        "seq", "parent_id", "trigger", "hash", "state_refs", "agent_state_refs", "size_bytes", "record_watermark", "run_id"
-    ).get()
+    row = (
+        Checkpoint.objects.filter(pk=checkpoint.pk)
+        .values("seq", "parent_id", "trigger", "hash", "state_refs", "agent_state_refs", "size_bytes", "record_watermark", "run_id")
+        .get()
+    )
     state, agent_state = checkpoint_documents(Checkpoint.objects.get(pk=checkpoint.pk))
     return {**row, "state": state, "agent_state": agent_state}
 

@@ -79,9 +79,7 @@ def events(entity: str, entity_id: int) -> list[tuple[str, str, str]]:
 
 def test_the_tables_are_api_md():
     tables = {table.entity: table.moves for table in machine.TABLES.values()}
-    assert {
-        entity: {event: (set(f), set(t)) for event, (f, t) in moves.items()} for entity, moves in tables.items()
-    } == EXPECTED
+    assert {entity: {event: (set(f), set(t)) for event, (f, t) in moves.items()} for entity, moves in tables.items()} == EXPECTED
 
 
 # A person's decision is final but for its undo, in a short window before any run acts on it

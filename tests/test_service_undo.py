@@ -38,7 +38,9 @@ class TestTheRule:
         approvals.approval_undo(actor=person(alice), approval_id=approval.pk)
         events = AuditEvent.objects.filter(entity="approval", entity_id=approval.pk).order_by("pk")
         assert [(e.action, e.from_state, e.to_state) for e in events] == [
-            ("request", "", "pending"), ("reject", "pending", "rejected"), ("undo", "rejected", "pending"),
+            ("request", "", "pending"),
+            ("reject", "pending", "rejected"),
+            ("undo", "rejected", "pending"),
         ]
         assert events.last().data == {"undone": "rejected", "subject": "deploy to production"} and events.last().actor == "user:alice"
         assert AuditEvent.objects.filter(entity="mission", entity_id=mission.pk, action="unsettle").count() == 1
@@ -115,11 +117,16 @@ class TestTheRule:
 def test_a_decision_keeps_its_note_and_an_edits_changes_in_the_history(alice, db):
     mission, approval = waiting_on_approval(alice)
     approvals.approval_decide(
-        actor=person(alice), approval_id=approval.pk, decision="edit", payload={"environment": "staging", "region": "eu"}, note="Staging first.",
+        actor=person(alice),
+        approval_id=approval.pk,
+        decision="edit",
+        payload={"environment": "staging", "region": "eu"},
+        note="Staging first.",
     )
     event = AuditEvent.objects.get(entity="approval", entity_id=approval.pk, action="edit")
     assert event.data == {
-        "subject": "deploy to production", "note": "Staging first.",
+        "subject": "deploy to production",
+        "note": "Staging first.",
         "changes": [
             {"what": "environment", "before": "production", "after": "staging"},
             {"what": "region", "before": None, "after": "eu"},

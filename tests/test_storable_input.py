@@ -90,6 +90,7 @@ def test_a_python_value_is_held_to_the_same_rule():
 
 # ---- one depth on every path that stores JSON ------------------------------------------------
 
+
 def _interrupt(payload):
     return {"id": "i1", "action": "deploy", "payload": payload, "reason": "r"}
 
@@ -109,7 +110,9 @@ STORED_JSON = {
     "receipt": ("operations/{op}/observe", lambda v: {"external_status": "sent", "receipt": {"s": v}}, "receipt"),
     "edited payload": ("approvals/{approval}/decision", lambda v: {"decision": "edit", "payload": {"s": v}}, "payload"),
     "langgraph checkpoint": (
-        "langgraph/checkpoints", lambda v: {"thread_id": "t-c", "checkpoint": {"id": "c1", "s": v}}, "checkpoint",
+        "langgraph/checkpoints",
+        lambda v: {"thread_id": "t-c", "checkpoint": {"id": "c1", "s": v}},
+        "checkpoint",
     ),
     "langgraph metadata": ("langgraph/checkpoints", lambda v: {"thread_id": "t-m", "checkpoint": {"id": "c1"}, "metadata": {"s": v}}, "metadata"),
     "langgraph channel value": (
@@ -118,7 +121,11 @@ STORED_JSON = {
         "channels.x.value.data",
     ),
     "langgraph write": ("langgraph/writes", lambda v: _graph_writes({"type": "json", "data": {"s": v}}), "writes.0.value.data"),
-    "langgraph interrupt": ("langgraph/writes", lambda v: {**_graph_writes({"type": "json", "data": 1}), "interrupts": [_interrupt({"s": v})]}, "interrupts.0.payload"),
+    "langgraph interrupt": (
+        "langgraph/writes",
+        lambda v: {**_graph_writes({"type": "json", "data": 1}), "interrupts": [_interrupt({"s": v})]},
+        "interrupts.0.payload",
+    ),
 }
 
 
@@ -165,6 +172,7 @@ def test_the_edit_form_takes_the_same_depth(alice_client, alice):
 
 # ---- the four 500s of the issue ---------------------------------------------------------------
 
+
 def test_a_board_search_holding_a_nul_is_a_form_error(alice_client, alice):
     new_mission(alice, "Book the offsite")
     response = alice_client.get("/?q=a%00b")
@@ -189,7 +197,16 @@ def test_a_token_mission_search_holding_a_nul_is_a_form_error(alice_client, alic
 
 @pytest.mark.parametrize(
     "text",
-    ['{"\\u0000": 1}', '{"a": "\\u0000"}', '{"\\ud800": 1}', '{"a": NaN}', '{"a": 1e999}', nested_text(JSON_DEPTH_MAX + 1), nested_text(50_000), '{"a": 1, "a": 2}'],
+    [
+        '{"\\u0000": 1}',
+        '{"a": "\\u0000"}',
+        '{"\\ud800": 1}',
+        '{"a": NaN}',
+        '{"a": 1e999}',
+        nested_text(JSON_DEPTH_MAX + 1),
+        nested_text(50_000),
+        '{"a": 1, "a": 2}',
+    ],
 )
 def test_a_langgraph_filter_that_cannot_be_kept_is_a_422(agent, text):
     response = agent.get(f"langgraph/checkpoints?thread_id=t&filter={quote(text)}")
@@ -232,8 +249,12 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def test_no_page_form_or_endpoint_parses_a_clients_json_itself():
     """The rule stays one: whatever reads JSON from a client goes through quests.storable."""
-    readers = [*(ROOT / "quests" / "api").glob("*.py"), *(ROOT / "quests" / "web").glob("*.py"), ROOT / "quests" / "forms.py",
-               *(ROOT / "quests" / "retention").glob("*.py")]
+    readers = [
+        *(ROOT / "quests" / "api").glob("*.py"),
+        *(ROOT / "quests" / "web").glob("*.py"),
+        ROOT / "quests" / "forms.py",
+        *(ROOT / "quests" / "retention").glob("*.py"),
+    ]
     assert [str(path) for path in readers if "json.loads(" in path.read_text()] == []
 
 

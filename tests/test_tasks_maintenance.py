@@ -50,9 +50,7 @@ def test_the_stalled_runs_task_leaves_a_live_run_alone(agent, run):
 
 def test_the_expiry_task_expires_an_approval_past_its_time_and_the_mission_is_ready_again(agent, mission, run):
     soon = (timezone.now() + timedelta(hours=1)).isoformat()
-    approval = agent.post(
-        f"runs/{run['id']}/approvals", {"action": "send the contract", "payload": {}, "reason": "risky", "expires_at": soon}
-    ).json()
+    approval = agent.post(f"runs/{run['id']}/approvals", {"action": "send the contract", "payload": {}, "reason": "risky", "expires_at": soon}).json()
     assert approvals_expire_task() == 0
     Approval.objects.filter(pk=approval["id"]).update(respond_by=timezone.now() - timedelta(seconds=1))
     assert approvals_expire_task() == 1
@@ -80,7 +78,9 @@ def test_the_prune_task_prunes_old_background_snapshots(agent, mission, run):
     # The first is the root and the newest is kept: two of four go.
     assert (result["missions"], result["checkpoints"]) == (1, 2)
     assert list(Checkpoint.objects.filter(mission_id=mission["id"]).values_list("trigger", flat=True).order_by("seq")) == [
-        "background", "background", "agent",
+        "background",
+        "background",
+        "agent",
     ]
 
 
@@ -154,9 +154,7 @@ def test_questlog_status_says_when_the_broker_cannot_tell():
         "DATABASE_URL": f"postgres://{s['USER']}:{s['PASSWORD']}@{s['HOST'] or '127.0.0.1'}:{s['PORT'] or 5432}/{s['NAME']}",
         "CELERY_BROKER_URL": "redis://127.0.0.1:9/4",
     }
-    done = subprocess.run(
-        [sys.executable, "manage.py", "questlog_status"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60
-    )
+    done = subprocess.run([sys.executable, "manage.py", "questlog_status"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert "Queue depth: unknown (OperationalError" in done.stdout
     assert "Snapshot requests pending: 0" in done.stdout

@@ -85,9 +85,7 @@ def test_behind_a_proxy_the_address_is_the_one_the_proxy_saw(alice, bob, setting
     proxy = "192.0.2.1"
     for attempt in range(LIMIT):
         # The client's own claim (the left entry) changes every time; the proxy's entry does not.
-        Client(REMOTE_ADDR=proxy).post(
-            "/accounts/login/", {"username": f"guess{attempt}", "password": "x"}, HTTP_X_FORWARDED_FOR=f"1.1.1.{attempt}, 10.9.9.9"
-        )
+        Client(REMOTE_ADDR=proxy).post("/accounts/login/", {"username": f"guess{attempt}", "password": "x"}, HTTP_X_FORWARDED_FOR=f"1.1.1.{attempt}, 10.9.9.9")
     response = Client(REMOTE_ADDR=proxy).post("/accounts/login/", {"username": "bob", "password": "bob-password"}, HTTP_X_FORWARDED_FOR="10.9.9.9")
     assert_locked_out(response)
     # Another person behind the same proxy is not locked out.
@@ -176,10 +174,13 @@ def test_counting_costs_no_query(agent, mission, settings, fixed_clock):
 def test_with_the_cache_unreachable_requests_go_through_uncounted(agent, mission, settings):
     # Redis down: the limit is not worth refusing work for (as a publish to a broker that is down).
     settings.QUESTLOG_API_RATE = 1
-    settings.CACHES = {"default": {
-        "BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": f"redis://127.0.0.1:{free_port()}/0",
-        "OPTIONS": {"socket_connect_timeout": 0.2, "socket_timeout": 0.2},
-    }}
+    settings.CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": f"redis://127.0.0.1:{free_port()}/0",
+            "OPTIONS": {"socket_connect_timeout": 0.2, "socket_timeout": 0.2},
+        }
+    }
     for _ in range(3):
         assert agent.get(f"missions/{mission['id']}").status_code == 200
 
@@ -187,14 +188,17 @@ def test_with_the_cache_unreachable_requests_go_through_uncounted(agent, mission
 # --- the counts are shared by every web process (issue 24, finding 8) --------------------------------
 
 
-@pytest.mark.parametrize(("environ", "backend"), [
-    ({}, PER_PROCESS_BACKEND),  # `make run`: one development server
-    ({"CELERY_BROKER_URL": "filesystem://"}, PER_PROCESS_BACKEND),
-    ({"CELERY_BROKER_URL": "redis://127.0.0.1:6379/0"}, "django.core.cache.backends.redis.RedisCache"),
-    ({"QUESTLOG_CACHE_URL": "redis://cache.internal:6379/1"}, "django.core.cache.backends.redis.RedisCache"),
-    ({"QUESTLOG_CACHE_URL": "db://", "CELERY_BROKER_URL": "redis://127.0.0.1:6379/0"}, "config.cache.CountingDatabaseCache"),
-    ({"QUESTLOG_CACHE_URL": "locmem://"}, PER_PROCESS_BACKEND),
-])
+@pytest.mark.parametrize(
+    ("environ", "backend"),
+    [
+        ({}, PER_PROCESS_BACKEND),  # `make run`: one development server
+        ({"CELERY_BROKER_URL": "filesystem://"}, PER_PROCESS_BACKEND),
+        ({"CELERY_BROKER_URL": "redis://127.0.0.1:6379/0"}, "django.core.cache.backends.redis.RedisCache"),
+        ({"QUESTLOG_CACHE_URL": "redis://cache.internal:6379/1"}, "django.core.cache.backends.redis.RedisCache"),
+        ({"QUESTLOG_CACHE_URL": "db://", "CELERY_BROKER_URL": "redis://127.0.0.1:6379/0"}, "config.cache.CountingDatabaseCache"),
+        ({"QUESTLOG_CACHE_URL": "locmem://"}, PER_PROCESS_BACKEND),
+    ],
+)
 def test_the_cache_comes_from_the_environment(environ, backend):
     assert cache_settings(environ)["default"]["BACKEND"] == backend
 
@@ -204,28 +208,42 @@ def test_an_unknown_cache_url_is_refused_with_what_is_understood():
         cache_settings({"QUESTLOG_CACHE_URL": "memcached://127.0.0.1"})
 
 
-@pytest.mark.parametrize(("environ", "workers", "refused"), [
-    ({"QUESTLOG_CACHE_URL": "locmem://"}, 3, True),
-    ({}, 3, True),  # gunicorn started by hand on the embedded defaults
-    ({"QUESTLOG_CACHE_URL": "locmem://"}, 1, False),  # one process: its memory is shared by its threads
-    ({"QUESTLOG_CACHE_URL": "locmem://", "QUESTLOG_API_RATE": "0"}, 3, False),  # no throttle to count
-    ({"QUESTLOG_CACHE_URL": "locmem://", "QUESTLOG_API_RATE": "0", "QUESTLOG_PASSWORD_RESET": "1"}, 3, True),
-    ({"QUESTLOG_CACHE_URL": "db://"}, 3, False),
-    ({"CELERY_BROKER_URL": "redis://127.0.0.1:6379/0"}, 3, False),
-])
+@pytest.mark.parametrize(
+    ("environ", "workers", "refused"),
+    [
+        ({"QUESTLOG_CACHE_URL": "locmem://"}, 3, True),
+        ({}, 3, True),  # gunicorn started by hand on the embedded defaults
+        ({"QUESTLOG_CACHE_URL": "locmem://"}, 1, False),  # one process: its memory is shared by its threads
+        ({"QUESTLOG_CACHE_URL": "locmem://", "QUESTLOG_API_RATE": "0"}, 3, False),  # no throttle to count
+        ({"QUESTLOG_CACHE_URL": "locmem://", "QUESTLOG_API_RATE": "0", "QUESTLOG_PASSWORD_RESET": "1"}, 3, True),
+        ({"QUESTLOG_CACHE_URL": "db://"}, 3, False),
+        ({"CELERY_BROKER_URL": "redis://127.0.0.1:6379/0"}, 3, False),
+    ],
+)
 def test_several_workers_with_a_per_process_cache_are_refused_while_a_throttle_is_on(environ, workers, refused):
     assert (per_process_cache_refusal(environ, workers) is not None) is refused
 
 
 def test_gunicorn_refuses_several_workers_with_a_per_process_cache_in_one_line(tmp_path):
     env = {k: v for k, v in os.environ.items() if k not in ("CELERY_BROKER_URL", "DATABASE_URL")}
-    env.update({
-        "QUESTLOG_DATA_DIR": str(tmp_path), "QUESTLOG_BIND": f"127.0.0.1:{free_port()}", "QUESTLOG_WEB_WORKERS": "3",
-        "QUESTLOG_API_RATE": "30", "QUESTLOG_CACHE_URL": "locmem://", "DJANGO_SECRET_KEY": SERVER_SECRET_KEY, "DJANGO_DEBUG": "0",
-    })
+    env.update(
+        {
+            "QUESTLOG_DATA_DIR": str(tmp_path),
+            "QUESTLOG_BIND": f"127.0.0.1:{free_port()}",
+            "QUESTLOG_WEB_WORKERS": "3",
+            "QUESTLOG_API_RATE": "30",
+            "QUESTLOG_CACHE_URL": "locmem://",
+            "DJANGO_SECRET_KEY": SERVER_SECRET_KEY,
+            "DJANGO_DEBUG": "0",
+        }
+    )
     result = subprocess.run(
-        [sys.executable, "-m", "gunicorn", "--config", "config/gunicorn.py"], cwd=ROOT, env=env,
-        capture_output=True, text=True, timeout=60,
+        [sys.executable, "-m", "gunicorn", "--config", "config/gunicorn.py"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert result.returncode != 0
     lines = result.stderr.strip().splitlines()
@@ -287,7 +305,11 @@ def test_make_serve_with_three_workers_and_no_redis_lets_the_rate_through_once(a
     answers, however many connections at once."""
     _, raw = token_create(user=alice, name="rate")
     server = serve(
-        tmp_path, servers, DATABASE_URL=database_url(), QUESTLOG_WEB_WORKERS="3", QUESTLOG_WEB_THREADS="4",
+        tmp_path,
+        servers,
+        DATABASE_URL=database_url(),
+        QUESTLOG_WEB_WORKERS="3",
+        QUESTLOG_WEB_THREADS="4",
         QUESTLOG_API_RATE="30",
     )
     # All in one minute window: start at its beginning half (the 90 requests take a few seconds).

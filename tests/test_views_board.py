@@ -94,9 +94,7 @@ def test_a_paused_quest_offers_resume_as_a_button_that_works_without_javascript(
 def test_resume_from_the_board_with_htmx_swaps_the_quest_list(alice_client, alice):
     mission = new_mission(alice)
     missions.mission_pause(actor=person(alice), mission_id=mission.pk)
-    response = alice_client.post(
-        f"/missions/{mission.pk}/unpause/", {"next": "/"}, HTTP_HX_REQUEST="true", HTTP_HX_TARGET="quest-list"
-    )
+    response = alice_client.post(f"/missions/{mission.pk}/unpause/", {"next": "/"}, HTTP_HX_REQUEST="true", HTTP_HX_TARGET="quest-list")
     body = response.content.decode()
     assert response.status_code == 200
     assert body.lstrip().startswith('<section id="quest-list"')
@@ -131,6 +129,7 @@ def test_staff_see_nothing_of_other_users_quests(client, alice, bob):
 def test_it_polls_on_the_mission_pages_rule_quickly_while_one_runs_slowly_while_one_may_start(alice_client, alice):
     """The board asks what the mission page asks (quests.web.live): a ready quest can start at any
     moment, so a board of ready quests polls too, only less often than one with a quest running."""
+
     def board_tag() -> str:
         return opening_tag(alice_client.get("/").content.decode(), "quest-list")
 
@@ -217,6 +216,7 @@ def test_the_board_costs_the_same_queries_at_any_size(alice_client, alice):
 
 # ---- the poll's version: what the page shows, not every quest there is -----------------------
 
+
 def poll(client, version: str, query: str = ""):
     return client.get(f"/?{query}{'&' if query else ''}since={version}", HTTP_HX_REQUEST="true", HTTP_HX_TARGET="quest-list")
 
@@ -240,7 +240,7 @@ def test_a_save_state_change_of_a_quest_on_another_page_keeps_the_poll_quiet(ali
     mission, run = running(alice, "Oldest activity")  # then pushed to page 2 by newer quests
     make_quests(alice, BOARD_PAGE_SIZE)
     version = board_version(alice)
-    assert 'Oldest activity' not in alice_client.get("/").content.decode()
+    assert "Oldest activity" not in alice_client.get("/").content.decode()
     records.record_create(actor=agent_for(alice), run_id=run.pk, kind="decision", text="Take the train.")
     assert poll(alice_client, version).status_code == 204
     # Page 2 shows it, so page 2's poll answers.

@@ -115,8 +115,10 @@ def test_a_foreign_next_is_ignored(alice_client, alice):
 def test_correct_turns_the_note_into_a_constraint(alice_client, alice):
     mission, milestone = waiting_on_gate(alice)
     response = alice_client.post(
-        f"/milestones/{milestone.pk}/review/", {"action": "correct", "note": "Only venues with step-free access", "next": f"/missions/{mission.pk}/"},
-        HTTP_HX_REQUEST="true", HTTP_HX_TARGET="mission-body",
+        f"/milestones/{milestone.pk}/review/",
+        {"action": "correct", "note": "Only venues with step-free access", "next": f"/missions/{mission.pk}/"},
+        HTTP_HX_REQUEST="true",
+        HTTP_HX_TARGET="mission-body",
     )
     body = response.content.decode()
     assert response.status_code == 200
@@ -161,6 +163,7 @@ def test_decisions_need_a_post(alice_client, alice):
 
 
 # ---- The navigation's badge, polled by every page --------------------------------------------
+
 
 def badge(client, since: int | None = None):
     return client.get("/approvals/count/" + ("" if since is None else f"?since={since}"), HTTP_HX_REQUEST="true")
@@ -207,6 +210,7 @@ def test_every_page_of_a_signed_in_person_carries_the_polling_badge(alice_client
 
 # ---- paging: 25 items a page, the cost of a page the same whatever waits -------------------------
 
+
 def many_waiting(user, count: int) -> list[tuple[str, int]]:
     """`count` waiting items, approvals and gate milestones in turn, in the order they were asked."""
     agent = agent_for(user)
@@ -234,12 +238,8 @@ def test_the_inbox_makes_the_same_queries_with_3_and_300_waiting_items(alice_cli
     three = queries(alice_client, "/approvals/")
     # The other 297 straight into the tables, on the same missions: the inbox reads rows.
     missions = list(alice.missions.all())
-    Approval.objects.bulk_create(
-        Approval(mission=missions[i % 3], action=f"bulk {i}", payload={}, reason="Bulk.") for i in range(150)
-    )
-    Milestone.objects.bulk_create(
-        Milestone(mission=missions[i % 3], kind="custom", title=f"bulk {i}", summary="Bulk.") for i in range(147)
-    )
+    Approval.objects.bulk_create(Approval(mission=missions[i % 3], action=f"bulk {i}", payload={}, reason="Bulk.") for i in range(150))
+    Milestone.objects.bulk_create(Milestone(mission=missions[i % 3], kind="custom", title=f"bulk {i}", summary="Bulk.") for i in range(147))
     assert queries(alice_client, "/approvals/") == three
     assert queries(alice_client, "/approvals/?page=12") == three
     assert "300 waiting" in alice_client.get("/approvals/").content.decode()
@@ -269,8 +269,10 @@ def test_a_decision_on_page_2_answers_with_page_2(alice_client, alice):
     assert shown(body) == [item for item in made[INBOX_PAGE_SIZE:] if item != ("approval", approval.pk)]
     milestone_id = next(pk for kind, pk in made[INBOX_PAGE_SIZE:] if kind == "milestone")
     response = alice_client.post(
-        f"/milestones/{milestone_id}/review/", {"action": "correct", "note": " ", "next": "/approvals/?page=2"},
-        HTTP_HX_REQUEST="true", HTTP_HX_TARGET="inbox",
+        f"/milestones/{milestone_id}/review/",
+        {"action": "correct", "note": " ", "next": "/approvals/?page=2"},
+        HTTP_HX_REQUEST="true",
+        HTTP_HX_TARGET="inbox",
     )
     assert response.status_code == 422 and "Page 2 of 2" in response.content.decode()
     response = alice_client.post(f"/milestones/{milestone_id}/review/", {"action": "approve", "next": "/approvals/?page=2"})

@@ -88,12 +88,15 @@ def test_51_operations_are_two_pages(alice_client, alice):
     assert 'rel="prev" href="?page=1">Newer operations' in second and 'rel="next"' not in second
 
 
-@pytest.mark.parametrize("group, expected", [
-    ("completed", ["completed-1", "completed-0"]),
-    ("to_reconcile", ["attempted-0"]),
-    ("failed", ["failed-0"]),
-    ("planned", ["planned-1", "planned-0"]),
-])
+@pytest.mark.parametrize(
+    "group, expected",
+    [
+        ("completed", ["completed-1", "completed-0"]),
+        ("to_reconcile", ["attempted-0"]),
+        ("failed", ["failed-0"]),
+        ("planned", ["planned-1", "planned-0"]),
+    ],
+)
 def test_the_ledger_page_filters_by_status_group(alice_client, alice, group, expected):
     mission, _ = running(alice)
     ledger_of(mission, completed=2, attempted=1, failed=1, planned=2)
@@ -117,9 +120,19 @@ def test_an_unknown_status_is_no_filter(alice_client, alice, query):
     assert sorted(keys(get(alice_client, ledger_url(mission) + query))) == ["completed-0", "failed-0"]
 
 
-@pytest.mark.parametrize("page, expected_page", [
-    ("abc", 1), ("0", 2), ("-1", 2), ("3", 2), ("99999999999999999999999", 2), ("1.5", 1), ("", 1), ("%00", 1),
-])
+@pytest.mark.parametrize(
+    "page, expected_page",
+    [
+        ("abc", 1),
+        ("0", 2),
+        ("-1", 2),
+        ("3", 2),
+        ("99999999999999999999999", 2),
+        ("1.5", 1),
+        ("", 1),
+        ("%00", 1),
+    ],
+)
 def test_a_bad_page_number_is_the_first_or_last_page(alice_client, alice, page, expected_page):
     mission, _ = running(alice)
     ledger_of(mission, completed=LEDGER_PAGE_SIZE + 1)

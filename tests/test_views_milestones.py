@@ -34,7 +34,12 @@ def test_every_milestone_awaiting_review_and_the_newest_reviewed_ones_are_listed
     body = page(alice_client, mission)
     shown = listed(body)
     assert shown[-2:] == ["pending_review 0", "pending_review 1"]  # claimed last, listed in claim order
-    newest_reviewed = [*(f"approved {n}" for n in range(7, 10)), *(f"corrected {n}" for n in range(8)), *(f"expired {n}" for n in range(4)), *(f"withdrawn {n}" for n in range(3))][-MILESTONES_SHOWN:]
+    newest_reviewed = [
+        *(f"approved {n}" for n in range(7, 10)),
+        *(f"corrected {n}" for n in range(8)),
+        *(f"expired {n}" for n in range(4)),
+        *(f"withdrawn {n}" for n in range(3)),
+    ][-MILESTONES_SHOWN:]
     assert shown[:-2] == newest_reviewed
     assert f"The newest {MILESTONES_SHOWN} of 25 reviewed milestones are shown." in body
     assert body.count('name="action" value="approve"') >= 2  # the pending ones carry their review forms
@@ -56,12 +61,15 @@ def test_the_newest_approved_milestones_are_badges_and_the_rest_a_count(alice_cl
     assert "+5 more</li>" in body
 
 
-@pytest.mark.parametrize("states", [
-    {"approved": 15, "corrected": 12, "pending_review": 2},
-    {"approved": 1, "withdrawn": 3, "expired": 2},
-    {"pending_review": 4},
-    {},
-])
+@pytest.mark.parametrize(
+    "states",
+    [
+        {"approved": 15, "corrected": 12, "pending_review": 2},
+        {"approved": 1, "withdrawn": 3, "expired": 2},
+        {"pending_review": 4},
+        {},
+    ],
+)
 def test_progress_counts_every_milestone(alice_client, alice, states):
     mission, _ = running(alice)
     milestones_of(mission, **states)
@@ -70,4 +78,4 @@ def test_progress_counts_every_milestone(alice_client, alice, states):
     assert mission.progress == expected  # the API's figures, counted in the database
     body = page(alice_client, mission)
     assert f'value="{expected["approved"]}"' in body
-    assert f'{expected["approved"]} of {expected["planned"]} milestone{"s" if expected["planned"] != 1 else ""} approved' in body
+    assert f"{expected['approved']} of {expected['planned']} milestone{'s' if expected['planned'] != 1 else ''} approved" in body

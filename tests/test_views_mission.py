@@ -163,9 +163,7 @@ def test_restore_opens_a_branch_and_keeps_constraints_and_the_ledger(alice_clien
     built = verified_then_more_work(alice)
     mission = built.mission
     url = f"/missions/{mission.pk}/"
-    response = alice_client.post(
-        f"{url}restore/", {"checkpoint": built.verified_checkpoint_id, "confirmed": "yes", "next": url}, **HTMX
-    )
+    response = alice_client.post(f"{url}restore/", {"checkpoint": built.verified_checkpoint_id, "confirmed": "yes", "next": url}, **HTMX)
     body = response.content.decode()
     assert response.status_code == 200
     mission.refresh_from_db()

@@ -12,7 +12,11 @@ pytestmark = pytest.mark.django_db
 def test_the_timeline_shows_an_edit_with_its_before_and_after(alice_client, alice):
     mission, approval = waiting_on_approval(alice)
     approvals.approval_decide(
-        actor=person(alice), approval_id=approval.pk, decision="edit", payload={"environment": "staging", "version": "1.2"}, note="Staging first.",
+        actor=person(alice),
+        approval_id=approval.pk,
+        decision="edit",
+        payload={"environment": "staging", "version": "1.2"},
+        note="Staging first.",
     )
     body = alice_client.get(f"/missions/{mission.pk}/").content.decode()
     assert "Approved an edited “deploy to production”" in body
@@ -40,7 +44,7 @@ def test_decided_approvals_say_who_decided_and_when(alice_client, alice):
     approvals.approval_decide(actor=person(alice), approval_id=approval.pk, decision="approve")
     approval.refresh_from_db()
     body = alice_client.get(f"/missions/{mission.pk}/").content.decode()
-    decided = body[body.index('<ul class="plain decided">'):]
+    decided = body[body.index('<ul class="plain decided">') :]
     assert "by alice" in decided[:800] and approval.decided_at.isoformat()[:19] in decided[:800]
 
 
@@ -53,5 +57,5 @@ def test_background_snapshots_are_folded_away(alice_client, alice):
     last = Checkpoint.objects.filter(mission=mission).latest("seq")
     Checkpoint.objects.filter(pk=last.pk).update(trigger="background")
     body = alice_client.get(f"/missions/{mission.pk}/").content.decode()
-    folded = body[body.index('<details class="tl-background">'):]
+    folded = body[body.index('<details class="tl-background">') :]
     assert "1 background snapshot</summary>" in folded and f"#{last.seq}" in folded[:600]

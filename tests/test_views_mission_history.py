@@ -182,10 +182,26 @@ def test_the_poll_keeps_the_window(alice_client, alice):
     assert tree_of(poll.content.decode())[1][made[0].seq][2].count("chosen") == 1
 
 
-@pytest.mark.parametrize("query", [
-    "at=abc", "at=-3", "at=0", "at=99999999", "at=99999999999999999999999", "at=1e5", "before=xyz", "before=-1",
-    "before=0", "before=99999999999999999999999", "at=&before=", "at=%00", "near=abc", "near=99999999999999999999", "near=-2",
-])
+@pytest.mark.parametrize(
+    "query",
+    [
+        "at=abc",
+        "at=-3",
+        "at=0",
+        "at=99999999",
+        "at=99999999999999999999999",
+        "at=1e5",
+        "before=xyz",
+        "before=-1",
+        "before=0",
+        "before=99999999999999999999999",
+        "at=&before=",
+        "at=%00",
+        "near=abc",
+        "near=99999999999999999999",
+        "near=-2",
+    ],
+)
 def test_bad_window_values_give_the_default_window_never_a_500(alice_client, history, query):
     body = get(alice_client, f"/missions/{history.pk}/?{query}")
     assert "<svg" in body
@@ -216,9 +232,7 @@ def test_the_restore_picker_lists_the_window_and_the_last_verified_one(alice_cli
 
 def test_decided_approvals_show_the_newest_with_a_count_of_the_rest(alice_client, alice):
     mission, pending = waiting_on_approval(alice)
-    Approval.objects.bulk_create(
-        Approval(mission=mission, action=f"send email {i}", status="approved", reason="r") for i in range(DECIDED_SHOWN + 5)
-    )
+    Approval.objects.bulk_create(Approval(mission=mission, action=f"send email {i}", status="approved", reason="r") for i in range(DECIDED_SHOWN + 5))
     body = get(alice_client, f"/missions/{mission.pk}/")
     assert "Waiting for your approval to deploy to production" in body and ">Approve<" in body  # pending: all of them
     assert f"Decided approvals ({DECIDED_SHOWN + 5})" in body
@@ -241,11 +255,17 @@ def test_the_checkpoint_page_compares_with_any_checkpoint_by_number(alice_client
     assert compared(get(alice_client, f"{url}?against={ids[61]}")) == (61, 60)
 
 
-@pytest.mark.parametrize("value, message", [
-    ("abc", "Write the number of a checkpoint"), ("", "Write the number of a checkpoint"), ("-4", "Write the number"),
-    ("99999999999999999999", "Write the number"), ("500", "This mission has no checkpoint #500."),
-    ("60", "#60 is this checkpoint"),
-])
+@pytest.mark.parametrize(
+    "value, message",
+    [
+        ("abc", "Write the number of a checkpoint"),
+        ("", "Write the number of a checkpoint"),
+        ("-4", "Write the number"),
+        ("99999999999999999999", "Write the number"),
+        ("500", "This mission has no checkpoint #500."),
+        ("60", "#60 is this checkpoint"),
+    ],
+)
 def test_a_bad_number_to_compare_with_is_a_form_error(alice_client, history, value, message):
     ids = seq_ids(history)
     body = get(alice_client, f"/checkpoints/{ids[60]}/?compare={value}", status=422)

@@ -23,11 +23,15 @@ pytestmark = pytest.mark.django_db
 
 # --- 1. An htmx request after the session ended ----------------------------------------------------
 
+
 def test_a_decision_sent_after_logging_out_redirects_htmx_to_the_login_and_comes_back_to_be_sent_again(client, alice):
     mission, approval = waiting_on_approval(alice)
     response = client.post(
-        f"/approvals/{approval.pk}/decide/", {"decision": "approve", "note": "Ship it on Monday", "next": "/approvals/"},
-        HTTP_HX_REQUEST="true", HTTP_HX_TARGET="inbox", HTTP_HX_CURRENT_URL="http://testserver/approvals/?page=1",
+        f"/approvals/{approval.pk}/decide/",
+        {"decision": "approve", "note": "Ship it on Monday", "next": "/approvals/"},
+        HTTP_HX_REQUEST="true",
+        HTTP_HX_TARGET="inbox",
+        HTTP_HX_CURRENT_URL="http://testserver/approvals/?page=1",
     )
     assert response.status_code == 200
     assert response["HX-Redirect"] == "/accounts/login/?next=%2Fapprovals%2F%3Fpage%3D1"
@@ -56,6 +60,7 @@ def test_a_plain_request_without_a_session_is_redirected_as_before(client):
 
 # --- 5. The correction rule --------------------------------------------------------------------------
 
+
 def test_approving_a_milestone_with_text_makes_the_text_a_constraint(alice_client, alice):
     mission, milestone = waiting_on_gate(alice)
     response = alice_client.post(f"/milestones/{milestone.pk}/review/", {"action": "approve", "note": "  Keep it under 4,000 EUR  "})
@@ -79,6 +84,7 @@ def test_the_review_form_says_the_text_becomes_a_constraint_whichever_button(ali
 
 
 # --- 6. One limit per kind of text ---------------------------------------------------------------
+
 
 def test_a_correction_longer_than_a_constraint_is_refused_so_every_constraint_can_be_edited(alice_client, alice):
     mission, milestone = waiting_on_gate(alice)
@@ -131,6 +137,7 @@ def test_the_fields_show_their_limit(alice_client, alice):
 
 # --- 7. What needs me ------------------------------------------------------------------------------
 
+
 def test_a_quest_waiting_on_a_gate_names_the_review_in_its_status_and_its_approvals_panel(alice_client, alice):
     mission, milestone = waiting_on_gate(alice)
     body = alice_client.get(f"/missions/{mission.pk}/").content.decode()
@@ -176,6 +183,7 @@ def test_a_waiting_memory_proposal_is_counted_in_the_inbox_badge_and_named_in_th
 
 # --- 8. Times ----------------------------------------------------------------------------------------
 
+
 def test_times_are_shown_in_the_browsers_zone_with_its_name(alice_client, alice):
     mission, approval = waiting_on_approval(alice)
     Approval.objects.filter(pk=approval.pk).update(respond_by=timezone.datetime(2030, 12, 3, 19, 3, tzinfo=timezone.UTC))
@@ -215,6 +223,7 @@ def test_relative_times_say_just_now_then_minutes_and_in_the_future():
 
 
 # --- 9. Deciding an approval of a cancelled quest ---------------------------------------------------
+
 
 def test_deciding_an_approval_of_a_cancelled_quest_says_it_was_withdrawn(alice_client, alice):
     mission, approval = waiting_on_approval(alice)

@@ -13,8 +13,10 @@ from quests.models import AuditEvent, Hold, MemoryItem, Mission
 pytestmark = pytest.mark.django_db
 
 STAFF_POSTS = [
-    ("/staff/retention/policy/", {"grace_days": "0", "approved_max_days": "1", "memory_max_days": "1",
-                                  "snapshot_prune_days": "1", "snapshot_keep_newest": "1", "purge_batch_size": "1"}),
+    (
+        "/staff/retention/policy/",
+        {"grace_days": "0", "approved_max_days": "1", "memory_max_days": "1", "snapshot_prune_days": "1", "snapshot_keep_newest": "1", "purge_batch_size": "1"},
+    ),
     ("/staff/retention/holds/", {"username": "alice", "reason": "mine now"}),
     ("/staff/retention/holds/1/release/", {}),
     ("/staff/retention/purge/", {}),
@@ -84,8 +86,14 @@ def test_the_staff_page_shows_policy_expiring_holds_and_log(staff, agent, alice,
 
 
 def test_staff_change_the_policy_with_an_audit_event(staff):
-    data = {"grace_days": "7", "approved_max_days": "730", "memory_max_days": "180",
-            "snapshot_prune_days": "3", "snapshot_keep_newest": "5", "purge_batch_size": "50"}
+    data = {
+        "grace_days": "7",
+        "approved_max_days": "730",
+        "memory_max_days": "180",
+        "snapshot_prune_days": "3",
+        "snapshot_keep_newest": "5",
+        "purge_batch_size": "50",
+    }
     r = staff.post("/staff/retention/policy/", data)
     assert r.status_code == 302
     policy = RetentionPolicy.current()
@@ -97,8 +105,15 @@ def test_staff_change_the_policy_with_an_audit_event(staff):
 
 @pytest.mark.parametrize("field,value", [("grace_days", "-1"), ("purge_batch_size", "0"), ("memory_max_days", "lots")])
 def test_a_bad_policy_value_is_a_form_error(staff, field, value):
-    data = {"grace_days": "7", "approved_max_days": "730", "memory_max_days": "180",
-            "snapshot_prune_days": "3", "snapshot_keep_newest": "5", "purge_batch_size": "50", field: value}
+    data = {
+        "grace_days": "7",
+        "approved_max_days": "730",
+        "memory_max_days": "180",
+        "snapshot_prune_days": "3",
+        "snapshot_keep_newest": "5",
+        "purge_batch_size": "50",
+        field: value,
+    }
     r = staff.post("/staff/retention/policy/", data)
     assert r.status_code == 422
     assert r.context["policy_form"].errors[field]
@@ -148,14 +163,21 @@ def test_staff_can_run_a_dry_run_and_a_purge(staff, agent):
     assert "Purged 1 missions" in r.content.decode()
     assert Mission.objects.get(pk=m["id"]).purged_at is not None
     assert list(PurgeLog.objects.order_by("id").values_list("dry_run", "trigger", "actor")) == [
-        (True, "staff", "user:sam"), (False, "staff", "user:sam"),
+        (True, "staff", "user:sam"),
+        (False, "staff", "user:sam"),
     ]
 
 
 def test_a_policy_change_writes_a_new_version_and_keeps_the_old_one_as_history(staff):
     first = RetentionPolicy.current()
-    data = {"grace_days": "7", "approved_max_days": "730", "memory_max_days": "180",
-            "snapshot_prune_days": "3", "snapshot_keep_newest": "5", "purge_batch_size": "50"}
+    data = {
+        "grace_days": "7",
+        "approved_max_days": "730",
+        "memory_max_days": "180",
+        "snapshot_prune_days": "3",
+        "snapshot_keep_newest": "5",
+        "purge_batch_size": "50",
+    }
     staff.post("/staff/retention/policy/", data)
     staff.post("/staff/retention/policy/", {**data, "grace_days": "9"})
 
@@ -178,8 +200,10 @@ def test_a_purge_log_keeps_the_version_it_ran_under(staff, agent):
     staff.post("/staff/retention/purge/", {"dry_run": "on"})
     log = PurgeLog.objects.get()
     ran_under = RetentionPolicy.current()
-    staff.post("/staff/retention/policy/", {"grace_days": "1", "approved_max_days": "1", "memory_max_days": "1",
-                                            "snapshot_prune_days": "1", "snapshot_keep_newest": "1", "purge_batch_size": "1"})
+    staff.post(
+        "/staff/retention/policy/",
+        {"grace_days": "1", "approved_max_days": "1", "memory_max_days": "1", "snapshot_prune_days": "1", "snapshot_keep_newest": "1", "purge_batch_size": "1"},
+    )
     log.refresh_from_db()
     assert log.policy == ran_under and log.policy.grace_days == 30
     assert RetentionPolicy.current().grace_days == 1

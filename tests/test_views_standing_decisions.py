@@ -20,7 +20,7 @@ def test_always_from_the_inbox_makes_a_standing_decision_shown_on_the_quest_page
     standing = StandingDecision.objects.get()
     assert (standing.mission_id, standing.action, standing.decision, standing.revoked_at) == (mission.pk, "deploy to production", "approve", None)
     page = alice_client.get(f"/missions/{mission.pk}/").content.decode()
-    section = page[page.index('id="standing-decisions"'):]
+    section = page[page.index('id="standing-decisions"') :]
     assert "Always approve" in section and "deploy to production" in section and ">Revoke<" in section
 
 
@@ -29,7 +29,9 @@ def test_revoking_from_the_quest_page_asks_again(alice_client, alice):
     alice_client.post(f"/approvals/{approval.pk}/decide/", {"decision": "reject", "note": "Never on a Friday.", "always": "on"})
     standing = StandingDecision.objects.get()
     response = alice_client.post(
-        f"/missions/{mission.pk}/standing-decisions/{standing.pk}/revoke/", HTTP_HX_REQUEST="true", HTTP_HX_TARGET="mission-body",
+        f"/missions/{mission.pk}/standing-decisions/{standing.pk}/revoke/",
+        HTTP_HX_REQUEST="true",
+        HTTP_HX_TARGET="mission-body",
     )
     assert response.status_code == 200 and "Revoked" in response.content.decode()
     standing.refresh_from_db()
@@ -44,7 +46,8 @@ def test_an_edit_with_always_is_a_form_error_and_nothing_changes(alice_client, a
     response = alice_client.post(
         f"/approvals/{approval.pk}/decide/",
         {"next": "/approvals/", "decision": "edit", "payload": '{"environment": "staging"}', "always": "on"},
-        HTTP_HX_REQUEST="true", HTTP_HX_TARGET="inbox",
+        HTTP_HX_REQUEST="true",
+        HTTP_HX_TARGET="inbox",
     )
     assert "An edit answers one call" in response.content.decode()
     assert Approval.objects.get(pk=approval.pk).status == "pending" and not StandingDecision.objects.exists()
@@ -62,8 +65,12 @@ def test_someone_else_cannot_revoke(client, alice, bob):
 def test_a_graph_question_says_which_of_its_nodes_questions_it_is(alice_client, alice):
     agent = agent_for(alice)
     mission, run = running(alice, "Plan the offsite", agent=agent)
-    approvals.approvals_request(actor=agent, run_id=run.pk, items=[
-        {"action": "send the invitations", "payload": {"to": "team"}, "reason": "Emails cannot be unsent.", "node": "book_and_invite", "question": 2},
-    ])
+    approvals.approvals_request(
+        actor=agent,
+        run_id=run.pk,
+        items=[
+            {"action": "send the invitations", "payload": {"to": "team"}, "reason": "Emails cannot be unsent.", "node": "book_and_invite", "question": 2},
+        ],
+    )
     page = alice_client.get(f"/missions/{mission.pk}/").content.decode()
     assert "The graph waits on question 2 of its node <code>book_and_invite</code>; the earlier ones are decided." in page

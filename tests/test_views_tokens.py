@@ -81,12 +81,11 @@ def test_another_users_token_cannot_be_revoked(client, alice, bob):
 
 # ---- the mission picker and the token list, whatever the number of missions and tokens ----------
 
+
 def open_missions(user, count: int, title: str = "Trip") -> list[Mission]:
     """Missions straight into the table: the picker reads rows, it does not care how they were made."""
     now = timezone.now()
-    made = Mission.objects.bulk_create(
-        Mission(owner=user, title=f"{title} {i}", objective="Plan it.", status=MissionStatus.READY) for i in range(count)
-    )
+    made = Mission.objects.bulk_create(Mission(owner=user, title=f"{title} {i}", objective="Plan it.", status=MissionStatus.READY) for i in range(count))
     # Newest activity last, so "newest first" is a visible order.
     for i, mission in enumerate(made):
         Mission.objects.filter(pk=mission.pk).update(updated_at=now + timedelta(seconds=i))
@@ -160,9 +159,9 @@ def test_find_without_javascript_keeps_the_name_and_creates_nothing(alice_client
 
 @pytest.mark.parametrize("choice", ["closed", "bobs", "missing", "abc"])
 def test_a_mission_that_is_not_one_of_the_persons_open_missions_is_a_form_error(alice_client, alice, bob, choice):
-    closed, = open_missions(alice, 1)
+    (closed,) = open_missions(alice, 1)
     Mission.objects.filter(pk=closed.pk).update(status=MissionStatus.COMPLETED)
-    bobs, = open_missions(bob, 1)
+    (bobs,) = open_missions(bob, 1)
     value = {"closed": closed.pk, "bobs": bobs.pk, "missing": 10**12, "abc": "abc"}[choice]
     response = alice_client.post("/tokens/", {"name": "laptop agent", "mission": value})
     body = response.content.decode()
@@ -185,9 +184,7 @@ def test_the_token_list_is_paged_with_its_exact_count(alice_client, alice):
 def test_revoking_from_the_second_page_answers_with_the_second_page(alice_client, alice):
     tokens = [token_create(user=alice, name=f"agent {i:02d}")[0] for i in range(TOKENS_PAGE_SIZE + 5)]
     last = tokens[-1]
-    response = alice_client.post(
-        f"/tokens/{last.pk}/revoke/", {"next": "/tokens/?page=2"}, HTTP_HX_REQUEST="true", HTTP_HX_TARGET="tokens"
-    )
+    response = alice_client.post(f"/tokens/{last.pk}/revoke/", {"next": "/tokens/?page=2"}, HTTP_HX_REQUEST="true", HTTP_HX_TARGET="tokens")
     body = response.content.decode()
     assert response.status_code == 200
     assert "Page 2 of 2" in body and "agent 29" in body
@@ -196,7 +193,7 @@ def test_revoking_from_the_second_page_answers_with_the_second_page(alice_client
 
 def test_a_new_token_comes_with_its_mcp_host_configuration(alice_client, alice):
     body = alice_client.post("/tokens/", {"name": "desktop host"}).content.decode()
-    raw = body[body.index('id="new-token-value"'):].split('value="', 1)[1].split('"', 1)[0]
+    raw = body[body.index('id="new-token-value"') :].split('value="', 1)[1].split('"', 1)[0]
 
     def config(block_id: str) -> dict:
         start = body.index(f'id="{block_id}"')

@@ -118,14 +118,20 @@ def test_the_mission_page_confirms_a_decision_made_there_with_undo(alice_client,
     mission, approval = waiting_on_approval(alice, "Ship the pricing page")
     origin = f"/missions/{mission.pk}/"
     response = alice_client.post(
-        f"/approvals/{approval.pk}/decide/", {"decision": "approve", "next": origin}, HTTP_HX_REQUEST="true", HTTP_HX_TARGET="mission-body",
+        f"/approvals/{approval.pk}/decide/",
+        {"decision": "approve", "next": origin},
+        HTTP_HX_REQUEST="true",
+        HTTP_HX_TARGET="mission-body",
     )
     body = response.content.decode()
     assert "You approved “deploy to production”." in body and ">Undo</button>" in body
     # The quest's own page does not link to itself.
-    confirmation = body[body.index('id="just-decided"'):body.index("</ul>", body.index('id="just-decided"'))]
+    confirmation = body[body.index('id="just-decided"') : body.index("</ul>", body.index('id="just-decided"'))]
     assert "Quest:" not in confirmation
     undone = alice_client.post(
-        f"/approvals/{approval.pk}/undo/", {"next": origin}, HTTP_HX_REQUEST="true", HTTP_HX_TARGET="mission-body",
+        f"/approvals/{approval.pk}/undo/",
+        {"next": origin},
+        HTTP_HX_REQUEST="true",
+        HTTP_HX_TARGET="mission-body",
     ).content.decode()
     assert f'id="approval-{approval.pk}"' in undone and 'data-status="waiting_for_approval"' in undone

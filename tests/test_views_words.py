@@ -30,7 +30,7 @@ def test_the_checkpoint_diff_shows_peoples_words(client, alice):
     latest = Checkpoint.objects.filter(mission=mission).latest("seq")
     first = Checkpoint.objects.filter(mission=mission).earliest("seq")
     body = client.get(f"/checkpoints/{latest.pk}/?against={first.pk}").content.decode()
-    diff = body[body.index('id="diff"'):body.index("</table>", body.index('id="diff"'))]
+    diff = body[body.index('id="diff"') : body.index("</table>", body.index('id="diff"'))]
     assert "pending_review" not in diff and "review_status" not in diff
     assert "waiting for your review" in diff and "Review" in diff
 
@@ -40,7 +40,7 @@ def test_a_gate_milestone_in_the_inbox_speaks_plainly(client, alice):
     client.force_login(alice)
     body = client.get("/approvals/").content.decode()
     assert ">Quest waits for this</span>" in body and ">Gate<" not in body
-    assert f"Claimed at <a href=\"/checkpoints/{milestone.checkpoint_id}/\">checkpoint #" in body and "Bound to" not in body
+    assert f'Claimed at <a href="/checkpoints/{milestone.checkpoint_id}/">checkpoint #' in body and "Bound to" not in body
 
 
 def test_the_quest_pages_say_quest(client, alice):

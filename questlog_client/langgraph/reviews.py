@@ -40,6 +40,7 @@ class ThreadSaver(Protocol):
 
     def pending_interrupts(self, config: RunnableConfig) -> list[Any]: ...
 
+
 DEFAULT_ACTION = "continue the graph"
 DEFAULT_REASON = "The graph stopped to ask a person before going on."
 # A config's key for an existing mission to hold a new thread: {"thread_id": …, "questlog_mission_id": 7}.
@@ -146,7 +147,8 @@ class Reviews:
         if thread["status"] in STOPPED:
             raise errors.MissionNotStartable(
                 f"The mission is {thread['status']}: {thread['stop_detail'] or thread['stop_reason'] or 'a person stopped it'}.",
-                status=409, code="mission_not_startable",
+                status=409,
+                code="mission_not_startable",
                 error={"code": "mission_not_startable", "status": thread["status"], "stop_reason": thread["stop_reason"]},
             )
         if not interrupts:

@@ -140,9 +140,7 @@ class QuestlogSaver(BaseCheckpointSaver[str], reviews.Reviews):
     def _tuple(self, item: dict[str, Any]) -> CheckpointTuple:
         thread_id, ns = item["thread_id"], item["checkpoint_ns"]
         checkpoint = codec.decode_fields(self.serde, item["checkpoint"])
-        checkpoint["channel_values"] = {
-            name: codec.decode(self.serde, value) for name, value in item["channel_values"].items() if not codec.is_empty(value)
-        }
+        checkpoint["channel_values"] = {name: codec.decode(self.serde, value) for name, value in item["channel_values"].items() if not codec.is_empty(value)}
         writes = sorted(item["pending_writes"], key=lambda w: writes_sort_key(w.get("task_path", ""), w["task_id"], w.get("idx", 0)))
         parent = item.get("parent_checkpoint_id")
         return CheckpointTuple(
@@ -206,8 +204,7 @@ class QuestlogSaver(BaseCheckpointSaver[str], reviews.Reviews):
             for idx, (channel, value) in enumerate(writes)
         ]
         interrupts = [
-            {**asked, **reviews.asked_where(task_path, writes)}
-            for channel, value in writes if channel == INTERRUPT for asked in reviews.approvals_asked(value)
+            {**asked, **reviews.asked_where(task_path, writes)} for channel, value in writes if channel == INTERRUPT for asked in reviews.approvals_asked(value)
         ]
         return {
             "thread_id": str(configurable["thread_id"]),
@@ -264,16 +261,20 @@ def _with_query(path: str, query: dict[str, Any]) -> str:
 def _tuple_query(config: RunnableConfig) -> dict[str, Any]:
     configurable = config["configurable"]
     return {
-        "thread_id": str(configurable["thread_id"]), "checkpoint_ns": configurable.get("checkpoint_ns", ""),
-        "checkpoint_id": get_checkpoint_id(config), "limit": 1,
+        "thread_id": str(configurable["thread_id"]),
+        "checkpoint_ns": configurable.get("checkpoint_ns", ""),
+        "checkpoint_id": get_checkpoint_id(config),
+        "limit": 1,
     }
 
 
 def _delta_query(config: RunnableConfig, channels: Sequence[str]) -> dict[str, Any]:
     configurable = config["configurable"]
     return {
-        "thread_id": str(configurable["thread_id"]), "checkpoint_ns": configurable.get("checkpoint_ns", ""),
-        "checkpoint_id": get_checkpoint_id(config), "channel": list(channels),
+        "thread_id": str(configurable["thread_id"]),
+        "checkpoint_ns": configurable.get("checkpoint_ns", ""),
+        "checkpoint_id": get_checkpoint_id(config),
+        "channel": list(channels),
     }
 
 

@@ -87,6 +87,7 @@ def add_mission_tools(server: MCPServer, backend_for: BackendFor) -> None:
         async def call() -> CallToolResult:
             mission = await backend_for().create_mission({"title": title, "objective": objective, "constraints": constraints or []})
             return reply(f"Mission {mission['id']} created ({mission['status']}).", {**mission_line(mission), "mission": mission})
+
         return await answered(call())
 
     @server.tool(description="The missions this token can see, newest first; `status` keeps only those in it.")
@@ -94,16 +95,20 @@ def add_mission_tools(server: MCPServer, backend_for: BackendFor) -> None:
         async def call() -> CallToolResult:
             missions = [mission_line(m) for m in await backend_for().list_missions() if status in (None, m["status"])]
             return reply(f"{len(missions)} mission(s).", {"missions": missions})
+
         return await answered(call())
 
-    @server.tool(description=(
-        "The mission's resume bundle: next_action and message, constraints, decisions, open questions, "
-        "blockers, approvals with their decisions, the ledger with receipts, and the head's agent_state."
-    ))
+    @server.tool(
+        description=(
+            "The mission's resume bundle: next_action and message, constraints, decisions, open questions, "
+            "blockers, approvals with their decisions, the ledger with receipts, and the head's agent_state."
+        )
+    )
     async def resume_mission(mission_id: int) -> CallToolResult:
         async def call() -> CallToolResult:
             bundle = await backend_for().resume(mission_id)
             return reply(f"{bundle['next_action']}: {bundle['message']}", bundle_result(bundle))
+
         return await answered(call())
 
 
@@ -115,6 +120,7 @@ def add_run_tools(server: MCPServer, backend_for: BackendFor) -> None:
             run, resume = started["run"], started["resume"]
             data = {"run_id": run["id"], "run": run, "resume": bundle_result(resume)}
             return reply(f"Run {run['id']} started. {resume['message']}", data)
+
         return await answered(call())
 
     @server.tool(description="Save the agent's state (any JSON object) as a checkpoint of the run.")
@@ -122,6 +128,7 @@ def add_run_tools(server: MCPServer, backend_for: BackendFor) -> None:
         async def call() -> CallToolResult:
             checkpoint = await backend_for().save_checkpoint(run_id, {"agent_state": agent_state, "note": note})
             return reply(f"Checkpoint {checkpoint['seq']} saved.", {"checkpoint_id": checkpoint["id"], "seq": checkpoint["seq"]})
+
         return await answered(call())
 
     @server.tool(description="Record a decision, open question, blocker, dependency, evidence, note or tool output.")
@@ -129,6 +136,7 @@ def add_run_tools(server: MCPServer, backend_for: BackendFor) -> None:
         async def call() -> CallToolResult:
             record = await backend_for().add_record(run_id, {"kind": kind, "text": text, "data": data or {}})
             return reply(f"{kind.replace('_', ' ').capitalize()} {record['id']} recorded.", {"record_id": record["id"], "kind": record["kind"]})
+
         return await answered(call())
 
     @server.tool(description="Ask a person to approve an action; the run ends waiting for their decision.")
@@ -136,9 +144,13 @@ def add_run_tools(server: MCPServer, backend_for: BackendFor) -> None:
         async def call() -> CallToolResult:
             approval = await backend_for().request_approval(run_id, {"action": action, "payload": payload, "reason": reason})
             status = approval["status"]
-            text = (f"Approval {approval['id']} is {status}; the run has ended. Resume the mission once a person decides."
-                    if status == "pending" else f"Approval {approval['id']} is {status} already (a standing decision).")
+            text = (
+                f"Approval {approval['id']} is {status}; the run has ended. Resume the mission once a person decides."
+                if status == "pending"
+                else f"Approval {approval['id']} is {status} already (a standing decision)."
+            )
             return reply(text, {"approval_id": approval["id"], "status": status, "approval": approval})
+
         return await answered(call())
 
     @server.tool(description="End the run: completed, blocked_external or failed_retry_budget.")
@@ -146,16 +158,19 @@ def add_run_tools(server: MCPServer, backend_for: BackendFor) -> None:
         async def call() -> CallToolResult:
             run = await backend_for().stop_run(run_id, {"reason": reason, "detail": detail})
             return reply(f"Run {run['id']} stopped ({run['stop_reason']}).", {"run_id": run["id"], "stop_reason": run["stop_reason"], "run": run})
+
         return await answered(call())
 
 
 def add_operation_tools(server: MCPServer, backend_for: BackendFor) -> None:
-    @server.tool(description=(
-        "Call before any side effect, with a key that names it for good. status `go`: the attempt is "
-        "recorded, do it now, then complete_operation or fail_operation. `completed`: already done, "
-        "here is the receipt; never repeat it. `reconcile`: an earlier attempt's outcome is unknown; "
-        "check the target, then complete_operation, or fail_operation with retryable=true to try again."
-    ))
+    @server.tool(
+        description=(
+            "Call before any side effect, with a key that names it for good. status `go`: the attempt is "
+            "recorded, do it now, then complete_operation or fail_operation. `completed`: already done, "
+            "here is the receipt; never repeat it. `reconcile`: an earlier attempt's outcome is unknown; "
+            "check the target, then complete_operation, or fail_operation with retryable=true to try again."
+        )
+    )
     async def begin_operation(run_id: int, key: str, kind: str, target: str, request: dict[str, Any]) -> CallToolResult:
         async def call() -> CallToolResult:
             backend = backend_for()
@@ -165,14 +180,20 @@ def add_operation_tools(server: MCPServer, backend_for: BackendFor) -> None:
                 # The plan was a replay, which writes nothing: the run's heartbeat is refreshed here.
                 await backend.heartbeat(run_id)
             if op["status"] == "completed":
-                return reply(f"Already done (operation {op['id']}): use the receipt, do not repeat it.",
-                             {**found, "status": "completed", "receipt": receipt_of(op)})
+                return reply(
+                    f"Already done (operation {op['id']}): use the receipt, do not repeat it.", {**found, "status": "completed", "receipt": receipt_of(op)}
+                )
             if op["status"] == "attempted":
-                return reply(f"Operation {op['id']} was attempted and its outcome is unknown: check {op['target']} before anything else.",
-                             {**found, "status": "reconcile", "target": op["target"], "request": op["request"]})
+                return reply(
+                    f"Operation {op['id']} was attempted and its outcome is unknown: check {op['target']} before anything else.",
+                    {**found, "status": "reconcile", "target": op["target"], "request": op["request"]},
+                )
             op = await backend.attempt_operation(op["id"])
-            return reply(f"Go: attempt {op['attempts']} of operation {op['id']} is recorded; do it now, then complete_operation.",
-                         {**found, "status": "go", "attempts": op["attempts"]})
+            return reply(
+                f"Go: attempt {op['attempts']} of operation {op['id']} is recorded; do it now, then complete_operation.",
+                {**found, "status": "go", "attempts": op["attempts"]},
+            )
+
         return await answered(call())
 
     @server.tool(description="Record the receipt of a side effect that happened (accepted even after the run ended).")
@@ -181,6 +202,7 @@ def add_operation_tools(server: MCPServer, backend_for: BackendFor) -> None:
             body = {"external_id": external_id, "external_status": external_status, "receipt": receipt or {}}
             op = await backend_for().complete_operation(operation_id, body)
             return reply(f"Operation {op['id']} completed.", {"operation_id": op["id"], "status": op["status"], "receipt": receipt_of(op)})
+
         return await answered(call())
 
     @server.tool(description="Record that a side effect failed; retryable=true lets begin_operation try it again.")
@@ -189,17 +211,25 @@ def add_operation_tools(server: MCPServer, backend_for: BackendFor) -> None:
             op = await backend_for().fail_operation(operation_id, {"error": error, "retryable": retryable})
             data = {"operation_id": op["id"], "status": op["status"], "retryable": op["retryable"], "attempts": op["attempts"]}
             return reply(f"Operation {op['id']} failed{' (retryable)' if op['retryable'] else ' for good'}.", data)
+
         return await answered(call())
 
 
 def add_briefing(server: MCPServer, backend_for: BackendFor) -> None:
-    @server.prompt(name="resume_mission", title="Resume a Questlog mission",
-                   description="The briefing for the next session: objective, constraints, decisions, what is done, what waits, what to do next.")
+    @server.prompt(
+        name="resume_mission",
+        title="Resume a Questlog mission",
+        description="The briefing for the next session: objective, constraints, decisions, what is done, what waits, what to do next.",
+    )
     async def resume_prompt(mission_id: int) -> str:
         return briefing(await bundle_of(backend_for(), mission_id))
 
-    @server.resource("questlog://missions/{mission_id}/resume", name="mission_resume", mime_type="application/json",
-                     description="A mission's resume bundle, as the agent API answers it.")
+    @server.resource(
+        "questlog://missions/{mission_id}/resume",
+        name="mission_resume",
+        mime_type="application/json",
+        description="A mission's resume bundle, as the agent API answers it.",
+    )
     async def resume_resource(mission_id: int) -> str:
         return json.dumps(bundle_result(await bundle_of(backend_for(), mission_id)))
 

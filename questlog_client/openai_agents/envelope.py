@@ -94,17 +94,19 @@ def approval_items(result: AnyRunResult) -> list[dict[str, Any]]:
             raise ValueError(f"The paused call to {item.name!r} has no call id: Questlog cannot tell its decision apart.")
         tool = item.qualified_name or item.name or "a tool"
         default = f"The agent {item.agent.name!r} wants to call {tool}, which needs a person's approval before it runs."
-        items.append({
-            "action": tool[:ACTION_LIMIT], "payload": arguments_of(item), "reason": words.get(call_id) or default, "agent_ref": call_id,
-        })
+        items.append(
+            {
+                "action": tool[:ACTION_LIMIT],
+                "payload": arguments_of(item),
+                "reason": words.get(call_id) or default,
+                "agent_ref": call_id,
+            }
+        )
     return items
 
 
 def envelope(result: AnyRunResult, state_json: dict[str, Any]) -> dict[str, Any]:
-    calls = [
-        {"call_id": item.call_id, "tool": item.name, "agent": item.agent.name, "arguments": arguments_of(item)}
-        for item in result.interruptions
-    ]
+    calls = [{"call_id": item.call_id, "tool": item.name, "agent": item.agent.name, "arguments": arguments_of(item)} for item in result.interruptions]
     return {
         "schema_version": state_json.get("$schemaVersion"),
         "sdk_version": agents.__version__,
@@ -124,7 +126,8 @@ def check_restorable(mission_id: int, saved: dict[str, Any] | None, agent: Agent
         raise errors.RunStateMismatch(
             f"Mission {mission_id} holds no OpenAI Agents run state (its head checkpoint has no {STATE_KEY!r} key): "
             "save a result with RunStateStore.save first.",
-            saved={}, available=available,
+            saved={},
+            available=available,
         )
     summary = {key: saved.get(key) for key in ("sdk_version", "schema_version", "agents", "current_agent")}
     schema = saved.get("schema_version")
@@ -143,7 +146,8 @@ def check_restorable(mission_id: int, saved: dict[str, Any] | None, agent: Agent
             f"Mission {mission_id} was saved by openai-agents {saved.get('sdk_version')} with RunState schema {schema!r} "
             f"and agents {saved.get('agents')}; this process runs openai-agents {agents.__version__} with agents "
             f"{available['agents']}: " + "; ".join(problems) + ". Load it with the agents and SDK that can restore it.",
-            saved=summary, available=available,
+            saved=summary,
+            available=available,
         )
     return saved
 

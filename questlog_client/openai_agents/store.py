@@ -145,7 +145,8 @@ class RunStateStore:
         if unknown:
             raise errors.RunStateMismatch(
                 f"Mission {mission_id}: the saved RunState waits on tool calls {unknown} that have no approval in Questlog.",
-                saved={"calls": sorted(saved.approvals)}, available={"calls": unknown},
+                saved={"calls": sorted(saved.approvals)},
+                available={"calls": unknown},
             )
         run = await asyncio.to_thread(self._open_run, saved.mission, stopped_check=True)
         guard_tools(agent)
@@ -174,9 +175,7 @@ class RunStateStore:
         # The newest approval for each call id: a call asked about again answers to the last word.
         by_ref = {approval.agent_ref: approval for approval in bundle.approvals if approval.agent_ref}
         approvals = {call_id: by_ref[call_id] for call_id in calls if call_id in by_ref}
-        earlier = {
-            call_id: sum(1 for a in bundle.approvals if a.agent_ref == call_id and a.id < approval.id) for call_id, approval in approvals.items()
-        }
+        earlier = {call_id: sum(1 for a in bundle.approvals if a.agent_ref == call_id and a.id < approval.id) for call_id, approval in approvals.items()}
         pending = [approval for approval in approvals.values() if approval.status == "pending"]
         if pending:
             asked = ", ".join(f"#{a.id} {a.action}" for a in pending)
@@ -241,6 +240,7 @@ def _refuse_if_stopped(mission_id: int, mission: Any) -> None:
         detail = f": {mission.stop_detail}" if mission.stop_detail else ""
         raise errors.MissionNotStartable(
             f"Mission {mission_id} is {mission.status} ({reason}){detail}; nothing was loaded or started.",
-            status=409, code="mission_not_startable",
+            status=409,
+            code="mission_not_startable",
             error={"code": "mission_not_startable", "status": mission.status, "stop_reason": reason},
         )

@@ -82,7 +82,10 @@ class LedgerInvoke:
             return models.Outcome(approved.call_id, "returned", {"output": _storable(output)})
 
         call = approved.run.operation(
-            approved.key, kind=LEDGER_KIND, target=self.tool_name, request={"arguments": _parsed(arguments)},
+            approved.key,
+            kind=LEDGER_KIND,
+            target=self.tool_name,
+            request={"arguments": _parsed(arguments)},
             reconcile=_reconcile_hook(approved),
         )
         try:
@@ -101,7 +104,9 @@ def guard_tools(agent: Agent[Any]) -> None:
     for current in reachable_agents(agent):
         for tool in current.tools:
             if (
-                isinstance(tool, FunctionTool) and tool.needs_approval is not False and agent_of_tool(tool) is None
+                isinstance(tool, FunctionTool)
+                and tool.needs_approval is not False
+                and agent_of_tool(tool) is None
                 and not isinstance(tool.on_invoke_tool, LedgerInvoke)
             ):
                 tool.on_invoke_tool = LedgerInvoke(tool.name, tool.on_invoke_tool)
@@ -110,9 +115,7 @@ def guard_tools(agent: Agent[Any]) -> None:
 def runs_through_ledger(agent: Agent[Any], tool_name: str) -> bool:
     """Whether `agent`'s tool `tool_name` is one `guard_tools` wrapped: only such a call may be
     registered in APPROVED, whose entry the wrapper removes when the call ends."""
-    return any(
-        isinstance(tool, FunctionTool) and tool.name == tool_name and isinstance(tool.on_invoke_tool, LedgerInvoke) for tool in agent.tools
-    )
+    return any(isinstance(tool, FunctionTool) and tool.name == tool_name and isinstance(tool.on_invoke_tool, LedgerInvoke) for tool in agent.tools)
 
 
 def _reconcile_hook(approved: ApprovedCall) -> Callable[[models.Operation], models.Outcome | None] | None:

@@ -78,7 +78,8 @@ def child_main(env: Mapping[str, str] = os.environ) -> None:
     sys.path.insert(0, os.getcwd())
     agent = load_agent(env["QUESTLOG_REPLAY_AGENT"])
     ql = Questlog(
-        env["QUESTLOG_REPLAY_BASE_URL"], env["QUESTLOG_REPLAY_TOKEN"],
+        env["QUESTLOG_REPLAY_BASE_URL"],
+        env["QUESTLOG_REPLAY_TOKEN"],
         heartbeat_interval=float(env.get("QUESTLOG_REPLAY_HEARTBEAT", "0.8")),
         takeover_timeout=float(env.get("QUESTLOG_REPLAY_TAKEOVER", "120")),
         poll_interval=float(env.get("QUESTLOG_REPLAY_POLL", "0.2")),

@@ -79,8 +79,9 @@ def _check_bundles(ex: Execution, row: PointResult) -> None:
     decided: list[tuple[float, dict[str, dict[int, str]]]] = []
     for entry in ex.person:
         known_constraints.append((entry["at"], set(entry["constraints"])))
-        decided.append((entry["at"], {"approvals": {int(k): v for k, v in entry["approvals"].items()},
-                                      "milestones": {int(k): v for k, v in entry["milestones"].items()}}))
+        decided.append(
+            (entry["at"], {"approvals": {int(k): v for k, v in entry["approvals"].items()}, "milestones": {int(k): v for k, v in entry["milestones"].items()}})
+        )
     decisions: dict[int, float] = {}
     resolved: dict[int, float] = {}
     approvals: dict[int, float] = {}

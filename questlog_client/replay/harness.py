@@ -66,12 +66,14 @@ class _Person(threading.Thread):
                 return
 
     def _remember(self, bundle: Bundle) -> None:
-        self.log.append({
-            "at": time.time(),
-            "constraints": [c.id for c in bundle.constraints],
-            "approvals": {a.id: a.status for a in bundle.approvals if a.status != "pending"},
-            "milestones": {m.id: m.review_status for m in bundle.milestones if m.review_status != "pending_review"},
-        })
+        self.log.append(
+            {
+                "at": time.time(),
+                "constraints": [c.id for c in bundle.constraints],
+                "approvals": {a.id: a.status for a in bundle.approvals if a.status != "pending"},
+                "milestones": {m.id: m.review_status for m in bundle.milestones if m.review_status != "pending_review"},
+            }
+        )
 
 
 @dataclass
@@ -105,10 +107,7 @@ class Harness:
         self.poll = poll
         # Several servers on one database spread the server's work over the cores; each
         # execution (its missions, its agent processes and its person) talks to one of them.
-        self.servers = [
-            _Server(url.rstrip("/"), Questlog(url, token, heartbeat_interval=0), PersonSession(url, username, password))
-            for url in base_urls
-        ]
+        self.servers = [_Server(url.rstrip("/"), Questlog(url, token, heartbeat_interval=0), PersonSession(url, username, password)) for url in base_urls]
         self.baseline_steps: list[str] = []
         self._turn = itertools.count()
         self._turn_lock = threading.Lock()
@@ -178,7 +177,11 @@ class Harness:
         with open(log, "wb") as out:
             child = subprocess.Popen(
                 [sys.executable, "-c", CHILD],
-                env=env, pass_fds=(write_fd,), stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                env=env,
+                pass_fds=(write_fd,),
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
             )
         os.close(write_fd)
         reported = self._watch(child, read_fd, crash_after, ex, f"{name} process {proc}", person)
@@ -241,8 +244,7 @@ class Harness:
             "milestones": sorted(f"{m.kind}: {m.title} [{m.review_status}]" for m in bundle.milestones),
             "approvals": sorted(f"{a.action} [{a.status}] {canonical(norm(a.decided_payload or a.payload))}" for a in bundle.approvals),
             "operations": sorted(
-                f"{op.key} {op.kind} {op.target} [{op.status}/{op.external_status}] {canonical(norm(op.request))}"
-                for op in bundle.operations.all()
+                f"{op.key} {op.kind} {op.target} [{op.status}/{op.external_status}] {canonical(norm(op.request))}" for op in bundle.operations.all()
             ),
             "agent_state": canonical(norm(bundle.agent_state)),
         }

@@ -42,11 +42,7 @@ SEARCH_RESULTS = (
     "2. Old Mill — 3,900 EUR for 3 nights, 12 beds, meeting room on the 2nd floor (no lift)\n"
     "3. City Loft — 4,600 EUR for 3 nights, 16 beds, lift\n"
 )
-AVAILABILITY = (
-    "availability check\n"
-    "Lakeside Lodge: free May 14–16 and May 21–23\n"
-    "Old Mill: free May 21–23 only\n"
-)
+AVAILABILITY = "availability check\nLakeside Lodge: free May 14–16 and May 21–23\nOld Mill: free May 21–23 only\n"
 VENUE: dict[str, Any] = {"venue": "Lakeside Lodge", "slug": "lakeside-lodge", "dates": "May 14–16", "people": 12, "price_eur": 3200}
 
 Say = Callable[[str], None]
@@ -92,17 +88,13 @@ def _work(run: Run, service: FakeService, say: Say, pace: float) -> None:
 def _research(run: Run, step: Say) -> dict[str, Any]:
     search = run.record("tool_output", SEARCH_RESULTS, data={"tool": "venue_search"}, key="research:search")
     step("Searched for venues (3 found).")
-    shortlist = run.record(
-        "decision", "Shortlist Lakeside Lodge and Old Mill; City Loft is over the 4,000 EUR budget.", key="research:shortlist"
-    )
+    shortlist = run.record("decision", "Shortlist Lakeside Lodge and Old Mill; City Loft is over the 4,000 EUR budget.", key="research:shortlist")
     step("Decided: shortlist Lakeside Lodge and Old Mill.")
     availability = run.record("tool_output", AVAILABILITY, data={"tool": "availability"}, key="research:availability")
     step("Checked availability.")
     question = run.record("open_question", "Does anyone on the team need step-free access?", key="research:access-question")
     step("Open question: does anyone need step-free access?")
-    venue = run.record(
-        "decision", "Pick Lakeside Lodge for May 14–16: cheapest, free on our dates, ground-floor meeting room.", key="research:venue"
-    )
+    venue = run.record("decision", "Pick Lakeside Lodge for May 14–16: cheapest, free on our dates, ground-floor meeting room.", key="research:venue")
     step("Decided: Lakeside Lodge, May 14–16.")
     state = {
         "phase": "plan",
@@ -117,14 +109,20 @@ def _research(run: Run, step: Say) -> dict[str, Any]:
 
 def _plan(run: Run, state: dict[str, Any], step: Say) -> None:
     run.milestone(
-        "research_complete", "Venues shortlisted", summary="Two venues under budget; Lakeside Lodge is free on our dates.",
-        evidence=state["evidence_ids"], key="milestone:research",
+        "research_complete",
+        "Venues shortlisted",
+        summary="Two venues under budget; Lakeside Lodge is free on our dates.",
+        evidence=state["evidence_ids"],
+        key="milestone:research",
     )
     step("Milestone: venues shortlisted.")
     claimed = run.milestone(
-        "plan_approved", "Plan: Lakeside Lodge, May 14–16",
+        "plan_approved",
+        "Plan: Lakeside Lodge, May 14–16",
         summary="Hold Lakeside Lodge (3,200 EUR), draft the invitation, and send it once you approve.",
-        gate=True, agent_state={**state, "phase": "draft"}, key="milestone:plan",
+        gate=True,
+        agent_state={**state, "phase": "draft"},
+        key="milestone:plan",
     )
     if claimed.run_ended:
         step("Asked you to review the plan.")
@@ -138,12 +136,20 @@ def _draft(run: Run, state: dict[str, Any], service: FakeService, step: Say) -> 
     constraints = [c.text for c in bundle.constraints]
     question = next((q for q in bundle.open_questions if q.id == state.get("question_id")), None)
     if question is not None and STEP_FREE in constraints:
-        run.record("decision", f"Step-free access is required ({STEP_FREE}) — Lakeside Lodge's meeting room is on the ground floor.",
-                   resolves=question.id, key="draft:access")
+        run.record(
+            "decision",
+            f"Step-free access is required ({STEP_FREE}) — Lakeside Lodge's meeting room is on the ground floor.",
+            resolves=question.id,
+            key="draft:access",
+        )
         step("Decided: step-free access is needed; the ground-floor room fits.")
     hold_request = {k: VENUE[k] for k in ("venue", "dates", "people", "price_eur")}
     hold = run.operation(
-        "hold-venue", kind="reservation.hold", target=VENUE["slug"], request=hold_request, reconcile=service.lookup,
+        "hold-venue",
+        kind="reservation.hold",
+        target=VENUE["slug"],
+        request=hold_request,
+        reconcile=service.lookup,
     )(service.effect("reservation.hold", VENUE["slug"], hold_request, status="held"))
     step(f"Venue held: {hold.external_id}{' (already done earlier)' if hold.replayed else ''}.")
     run.checkpoint({**state, "phase": "draft", "hold_id": hold.external_id}, note="Venue held", key="draft:held")
@@ -154,23 +160,34 @@ def _draft(run: Run, state: dict[str, Any], service: FakeService, step: Say) -> 
         "honours": constraints,
     }
     draft = run.operation(
-        "draft-invite", kind="email.draft", target=invite["to"], request=invite, reconcile=service.lookup,
+        "draft-invite",
+        kind="email.draft",
+        target=invite["to"],
+        request=invite,
+        reconcile=service.lookup,
     )(service.effect("email.draft", invite["to"], invite, status="drafted"))
     step(f"Invitation drafted: {draft.external_id}{' (already done earlier)' if draft.replayed else ''}.")
     run.milestone(
-        "draft_ready", "Invitation drafted", summary=invite["subject"],
-        agent_state={**state, "phase": "draft", "hold_id": hold.external_id, "draft_id": draft.external_id}, key="milestone:draft",
+        "draft_ready",
+        "Invitation drafted",
+        summary=invite["subject"],
+        agent_state={**state, "phase": "draft", "hold_id": hold.external_id, "draft_id": draft.external_id},
+        key="milestone:draft",
     )
     step("Milestone: invitation drafted.")
     run.propose_memory(
-        "Offsite venues", "The team needs venues with step-free access.",
-        "You asked for step-free access on this offsite; future offsites likely need it too.", key="memory:step-free",
+        "Offsite venues",
+        "The team needs venues with step-free access.",
+        "You asked for step-free access on this offsite; future offsites likely need it too.",
+        key="memory:step-free",
     )
     step("Proposed a memory: the team needs step-free venues.")
     asked = run.request_approval(
-        SEND_ACTION, {"draft_id": draft.external_id, "to": invite["to"], "subject": invite["subject"]},
+        SEND_ACTION,
+        {"draft_id": draft.external_id, "to": invite["to"], "subject": invite["subject"]},
         "Emailing 12 people cannot be undone, so a person should confirm the wording and the dates.",
-        agent_state={**state, "phase": "send", "hold_id": hold.external_id, "draft_id": draft.external_id}, key="approval:send",
+        agent_state={**state, "phase": "send", "hold_id": hold.external_id, "draft_id": draft.external_id},
+        key="approval:send",
     )
     if asked.run_ended:
         step("Asked you to approve sending the invitation.")
@@ -186,7 +203,11 @@ def _send(run: Run, state: dict[str, Any], service: FakeService, step: Say) -> N
         return
     payload = approval.decided_payload or approval.payload
     sent = run.operation(
-        "send-invite", kind="email.send", target=payload["to"], request=payload, reconcile=service.lookup,
+        "send-invite",
+        kind="email.send",
+        target=payload["to"],
+        request=payload,
+        reconcile=service.lookup,
     )(service.effect("email.send", payload["to"], payload, status="sent"))
     step(f"Invitation sent: {sent.external_id}{' (already done earlier)' if sent.replayed else ''}.")
     run.stop("completed", "The venue is held and the team is invited.")

@@ -68,7 +68,7 @@ def _replace_markers(node: Any) -> None:
     while stack:
         item = stack.pop()
         children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else ()
-        for key, child in (item.items() if isinstance(item, dict) else enumerate(children)):
+        for key, child in item.items() if isinstance(item, dict) else enumerate(children):
             if child == JSON_VALUE_MARKER:
                 item[key] = JSON_VALUE_REF
             elif isinstance(child, (dict, list)):
@@ -108,11 +108,7 @@ def timed_out(exc: BaseException | None) -> bool:
     """Whether a database error is a deadline (config/database.py) rather than an outage: PostgreSQL
     cancelled a statement (SQLSTATE 57014), SQLite's busy timeout ran out, or the request's own."""
     cause = getattr(exc, "__cause__", None)
-    return (
-        isinstance(exc, RequestDeadlineExceeded)
-        or getattr(cause, "sqlstate", None) == "57014"
-        or "database is locked" in str(exc)
-    )
+    return isinstance(exc, RequestDeadlineExceeded) or getattr(cause, "sqlstate", None) == "57014" or "database is locked" in str(exc)
 
 
 def error_response(http_status: int, code: str, message: str, /, **extra) -> JsonResponse:

@@ -61,8 +61,12 @@ def created(obj, replayed: bool) -> Status:
 @router.post("/missions", response=answers(created_or_replayed(MissionOut), *ACT, *BODY, 409))
 def create_mission(request: HttpRequest, body: MissionIn):
     mission, replayed = missions.mission_create(
-        actor=actor(request), title=body.title, objective=body.objective, constraints=body.constraints,
-        planned_milestones=[m.dict() for m in body.planned_milestones or []], key=body.key,
+        actor=actor(request),
+        title=body.title,
+        objective=body.objective,
+        constraints=body.constraints,
+        planned_milestones=[m.dict() for m in body.planned_milestones or []],
+        key=body.key,
     )
     return created(mission, replayed)
 
@@ -131,9 +135,7 @@ def heartbeat(request: HttpRequest, run_id: int):
 
 @router.post("/runs/{int:run_id}/checkpoints", response=answers(created_or_replayed(CheckpointOut), *CREATE))
 def create_checkpoint(request: HttpRequest, run_id: int, body: CheckpointIn):
-    checkpoint, replayed = records.checkpoint_create(
-        actor=actor(request), run_id=run_id, agent_state=body.agent_state, note=body.note or "", key=body.key
-    )
+    checkpoint, replayed = records.checkpoint_create(actor=actor(request), run_id=run_id, agent_state=body.agent_state, note=body.note or "", key=body.key)
     return created(checkpoint, replayed)
 
 
@@ -151,8 +153,13 @@ def create_record(request: HttpRequest, run_id: int, body: RecordIn):
 @router.post("/runs/{int:run_id}/operations", response=answers(created_or_replayed(OperationOut), *CREATE))
 def plan_operation(request: HttpRequest, run_id: int, body: OperationIn):
     op, replayed = operations.operation_plan(
-        actor=actor(request), run_id=run_id, key=body.key, kind=body.kind, target=body.target,
-        request=body.request, max_attempts=body.max_attempts,
+        actor=actor(request),
+        run_id=run_id,
+        key=body.key,
+        kind=body.kind,
+        target=body.target,
+        request=body.request,
+        max_attempts=body.max_attempts,
     )
     return created(op, replayed)
 
@@ -165,8 +172,11 @@ def attempt_operation(request: HttpRequest, operation_id: int):
 @router.post("/operations/{int:operation_id}/complete", response=answers(OperationOut, *ACT, *BODY, 404, 409))
 def complete_operation(request: HttpRequest, operation_id: int, body: CompleteIn):
     return operations.operation_complete(
-        actor=actor(request), operation_id=operation_id, external_id=body.external_id,
-        external_status=body.external_status, receipt=body.receipt,
+        actor=actor(request),
+        operation_id=operation_id,
+        external_id=body.external_id,
+        external_status=body.external_status,
+        receipt=body.receipt,
     )
 
 
@@ -183,8 +193,15 @@ def observe_operation(request: HttpRequest, operation_id: int, body: ObserveIn):
 @router.post("/runs/{int:run_id}/approvals", response=answers(created_or_replayed(ApprovalOut), *CREATE))
 def request_approval(request: HttpRequest, run_id: int, body: ApprovalIn):
     approval, replayed = approvals.approval_request(
-        actor=actor(request), run_id=run_id, action=body.action, payload=body.payload, reason=body.reason,
-        agent_state=body.agent_state, respond_by=body.expires_at, key=body.key, agent_ref=body.agent_ref,
+        actor=actor(request),
+        run_id=run_id,
+        action=body.action,
+        payload=body.payload,
+        reason=body.reason,
+        agent_state=body.agent_state,
+        respond_by=body.expires_at,
+        key=body.key,
+        agent_ref=body.agent_ref,
     )
     return created(approval, replayed)
 
@@ -195,26 +212,29 @@ def request_approvals(request: HttpRequest, run_id: int, body: ApprovalBatchIn):
         {"action": item.action, "payload": item.payload, "reason": item.reason, "respond_by": item.expires_at, "agent_ref": item.agent_ref}
         for item in body.items
     ]
-    approvals_made, replayed = approvals.approvals_request(
-        actor=actor(request), run_id=run_id, items=items, agent_state=body.agent_state, key=body.key
-    )
+    approvals_made, replayed = approvals.approvals_request(actor=actor(request), run_id=run_id, items=items, agent_state=body.agent_state, key=body.key)
     return created({"items": approvals_made}, replayed)
 
 
 @router.post("/runs/{int:run_id}/milestones", response=answers(created_or_replayed(MilestoneOut), *CREATE))
 def claim_milestone(request: HttpRequest, run_id: int, body: MilestoneIn):
     milestone, replayed = approvals.milestone_claim(
-        actor=actor(request), run_id=run_id, kind=body.kind, title=body.title, summary=body.summary,
-        evidence=body.evidence, gate=body.gate, agent_state=body.agent_state, key=body.key,
+        actor=actor(request),
+        run_id=run_id,
+        kind=body.kind,
+        title=body.title,
+        summary=body.summary,
+        evidence=body.evidence,
+        gate=body.gate,
+        agent_state=body.agent_state,
+        key=body.key,
     )
     return created(milestone, replayed)
 
 
 @router.post("/runs/{int:run_id}/memory-proposals", response=answers(created_or_replayed(MemoryProposalOut), *CREATE))
 def propose_memory(request: HttpRequest, run_id: int, body: MemoryProposalIn):
-    proposal, replayed = memory.memory_propose(
-        actor=actor(request), run_id=run_id, name=body.name, value=body.value, reason=body.reason, key=body.key
-    )
+    proposal, replayed = memory.memory_propose(actor=actor(request), run_id=run_id, name=body.name, value=body.value, reason=body.reason, key=body.key)
     return created(proposal, replayed)
 
 

@@ -27,6 +27,8 @@ ThreadId = _string(300)
 Namespace = _string(500, min_length=0)
 GraphId = _string(100)
 JsonValue = Annotated[Any, StorableJson, WithJsonSchema(JSON_VALUE_MARKER)]
+
+
 def _bounded(ge: int, le: int) -> Any:
     # The bounds first, then Int's own rules: pydantic then writes them as `minimum`/`maximum`
     # in the document (after them, it would not).
@@ -66,14 +68,16 @@ CheckpointBody = Annotated[
     Field(max_length=limits.OBJECT_KEYS_MAX),
     AfterValidator(_has_id),
     StorableJson,
-    WithJsonSchema({
-        "type": "object",
-        "maxProperties": limits.OBJECT_KEYS_MAX,
-        "required": ["id"],
-        "properties": {"id": {"type": "string", "minLength": 1, "maxLength": 100, "pattern": STORABLE}},
-        "propertyNames": {"pattern": STORABLE},
-        "additionalProperties": JSON_VALUE_MARKER,
-    }),
+    WithJsonSchema(
+        {
+            "type": "object",
+            "maxProperties": limits.OBJECT_KEYS_MAX,
+            "required": ["id"],
+            "properties": {"id": {"type": "string", "minLength": 1, "maxLength": 100, "pattern": STORABLE}},
+            "propertyNames": {"pattern": STORABLE},
+            "additionalProperties": JSON_VALUE_MARKER,
+        }
+    ),
 ]
 
 
@@ -252,13 +256,22 @@ def _metadata_filter(text: str | None) -> dict[str, Any]:
 @router.post("/langgraph/checkpoints", response=answers({201: SavedOut}, *WRITE))
 def put_checkpoint(request: HttpRequest, body: GraphCheckpointIn):
     row = graph.graph_put(
-        actor=actor(request), thread_id=body.thread_id, ns=body.checkpoint_ns, graph_id=body.checkpoint["id"],
-        parent_graph_id=body.parent_checkpoint_id, skeleton=body.checkpoint, metadata=body.metadata,
+        actor=actor(request),
+        thread_id=body.thread_id,
+        ns=body.checkpoint_ns,
+        graph_id=body.checkpoint["id"],
+        parent_graph_id=body.parent_checkpoint_id,
+        skeleton=body.checkpoint,
+        metadata=body.metadata,
         channels={name: {"version": item.version, "value": item.value.dict()} for name, item in body.channels.items()},
-        title=body.title, mission_id=body.mission_id,
+        title=body.title,
+        mission_id=body.mission_id,
     )
     saved = {
-        "thread_id": body.thread_id, "checkpoint_ns": row.ns, "checkpoint_id": row.graph_id, "mission_id": row.mission_id,
+        "thread_id": body.thread_id,
+        "checkpoint_ns": row.ns,
+        "checkpoint_id": row.graph_id,
+        "mission_id": row.mission_id,
         "questlog_checkpoint_id": row.checkpoint.pk,
     }
     return Status(201, saved)
@@ -267,8 +280,14 @@ def put_checkpoint(request: HttpRequest, body: GraphCheckpointIn):
 @router.post("/langgraph/writes", response=answers(WritesOut, *WRITE))
 def put_writes(request: HttpRequest, body: GraphWritesIn):
     made = graph.graph_put_writes(
-        actor=actor(request), thread_id=body.thread_id, ns=body.checkpoint_ns, graph_id=body.checkpoint_id,
-        task_id=body.task_id, task_path=body.task_path, title=body.title, mission_id=body.mission_id,
+        actor=actor(request),
+        thread_id=body.thread_id,
+        ns=body.checkpoint_ns,
+        graph_id=body.checkpoint_id,
+        task_id=body.task_id,
+        task_path=body.task_path,
+        title=body.title,
+        mission_id=body.mission_id,
         writes=[{"idx": w.idx, "channel": w.channel, "value": w.value.dict()} for w in body.writes],
         interrupts=[item.dict() for item in body.interrupts],
     )
@@ -278,8 +297,13 @@ def put_writes(request: HttpRequest, body: GraphWritesIn):
 @router.get("/langgraph/checkpoints", response=answers(GraphTupleList, *READ, 422))
 def list_checkpoints(request: HttpRequest, query: Query[GraphListQuery]):
     items = graph_reads.graph_checkpoints(
-        actor=actor(request), thread_id=query.thread_id, ns=query.checkpoint_ns, graph_id=query.checkpoint_id,
-        before=query.before, metadata=_metadata_filter(query.filter), limit=query.limit,
+        actor=actor(request),
+        thread_id=query.thread_id,
+        ns=query.checkpoint_ns,
+        graph_id=query.checkpoint_id,
+        before=query.before,
+        metadata=_metadata_filter(query.filter),
+        limit=query.limit,
     )
     return {"items": items}
 
@@ -287,7 +311,11 @@ def list_checkpoints(request: HttpRequest, query: Query[GraphListQuery]):
 @router.get("/langgraph/delta-history", response=answers(DeltaHistoryOut, *READ, 422))
 def delta_history(request: HttpRequest, query: Query[DeltaHistoryQuery]):
     channels = graph_history.graph_delta_history(
-        actor=actor(request), thread_id=query.thread_id, ns=query.checkpoint_ns, graph_id=query.checkpoint_id, channels=query.channel,
+        actor=actor(request),
+        thread_id=query.thread_id,
+        ns=query.checkpoint_ns,
+        graph_id=query.checkpoint_id,
+        channels=query.channel,
     )
     return {"channels": channels}
 
@@ -316,9 +344,7 @@ def delete_for_runs(request: HttpRequest, body: RunsIn):
 
 @router.post("/langgraph/copy", response=answers(CopyOut, *ACT, *BODY, 409, 410))
 def copy_thread(request: HttpRequest, body: CopyIn):
-    target = graph_threads.graph_copy_thread(
-        actor=actor(request), source_thread_id=body.source_thread_id, target_thread_id=body.target_thread_id
-    )
+    target = graph_threads.graph_copy_thread(actor=actor(request), source_thread_id=body.source_thread_id, target_thread_id=body.target_thread_id)
     return {"mission_id": target.pk if target else None}
 
 

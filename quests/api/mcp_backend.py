@@ -90,15 +90,21 @@ class ServiceBackend:
         def call() -> Json:
             mission_in = checked(MissionIn, body)
             mission, _ = missions.mission_create(
-                actor=self.actor, title=mission_in.title, objective=mission_in.objective, constraints=mission_in.constraints,
-                planned_milestones=[], key=mission_in.key,
+                actor=self.actor,
+                title=mission_in.title,
+                objective=mission_in.objective,
+                constraints=mission_in.constraints,
+                planned_milestones=[],
+                key=mission_in.key,
             )
             return out(MissionOut, mission)
+
         return await self._run(call)
 
     async def list_missions(self) -> list[Json]:
         def call() -> list[Json]:
             return [out(MissionOut, m) for m in visible(self.actor, Mission).with_progress().order_by("-created_at", "-id")]
+
         return await self._run(call)
 
     async def resume(self, mission_id: int) -> Json:
@@ -110,6 +116,7 @@ class ServiceBackend:
             run, replayed = runs.run_start(actor=self.actor, mission_id=mission_id, agent=run_in.agent or "", key=run_in.key)
             resume = bundle_schema(run.mission if not replayed else run.mission_id, actor=self.actor, for_new_run=run.is_active)
             return dumped(RunStartOut.model_construct(run=RunOut.from_orm(run), resume=resume))
+
         return await self._run(call)
 
     async def heartbeat(self, run_id: int) -> Json:
@@ -119,9 +126,14 @@ class ServiceBackend:
         def call() -> Json:
             cp_in = checked(CheckpointIn, body)
             checkpoint, _ = records.checkpoint_create(
-                actor=self.actor, run_id=run_id, agent_state=cp_in.agent_state, note=cp_in.note or "", key=cp_in.key,
+                actor=self.actor,
+                run_id=run_id,
+                agent_state=cp_in.agent_state,
+                note=cp_in.note or "",
+                key=cp_in.key,
             )
             return out(CheckpointOut, checkpoint)
+
         return await self._run(call)
 
     async def add_record(self, run_id: int, body: Json) -> Json:
@@ -130,20 +142,32 @@ class ServiceBackend:
             larger = body.get("kind") == "tool_output"
             record_in = checked(RecordIn, body, limit=settings.QUESTLOG_MAX_TOOL_OUTPUT_BYTES if larger else None)
             record, _ = records.record_create(
-                actor=self.actor, run_id=run_id, kind=record_in.kind, text=record_in.text, data=record_in.data,
-                resolves=record_in.resolves, key=record_in.key,
+                actor=self.actor,
+                run_id=run_id,
+                kind=record_in.kind,
+                text=record_in.text,
+                data=record_in.data,
+                resolves=record_in.resolves,
+                key=record_in.key,
             )
             return out(RecordOut, record)
+
         return await self._run(call)
 
     async def plan_operation(self, run_id: int, body: Json) -> Json:
         def call() -> Json:
             op_in = checked(OperationIn, body)
             op, _ = operations.operation_plan(
-                actor=self.actor, run_id=run_id, key=op_in.key, kind=op_in.kind, target=op_in.target,
-                request=op_in.request, max_attempts=op_in.max_attempts,
+                actor=self.actor,
+                run_id=run_id,
+                key=op_in.key,
+                kind=op_in.kind,
+                target=op_in.target,
+                request=op_in.request,
+                max_attempts=op_in.max_attempts,
             )
             return out(OperationOut, op)
+
         return await self._run(call)
 
     async def attempt_operation(self, operation_id: int) -> Json:
@@ -153,10 +177,14 @@ class ServiceBackend:
         def call() -> Json:
             done = checked(CompleteIn, body)
             op = operations.operation_complete(
-                actor=self.actor, operation_id=operation_id, external_id=done.external_id,
-                external_status=done.external_status, receipt=done.receipt,
+                actor=self.actor,
+                operation_id=operation_id,
+                external_id=done.external_id,
+                external_status=done.external_status,
+                receipt=done.receipt,
             )
             return out(OperationOut, op)
+
         return await self._run(call)
 
     async def fail_operation(self, operation_id: int, body: Json) -> Json:
@@ -164,16 +192,25 @@ class ServiceBackend:
             failed = checked(FailIn, body)
             op = operations.operation_fail(actor=self.actor, operation_id=operation_id, error=failed.error, retryable=failed.retryable)
             return out(OperationOut, op)
+
         return await self._run(call)
 
     async def request_approval(self, run_id: int, body: Json) -> Json:
         def call() -> Json:
             asked = checked(ApprovalIn, body)
             approval, _ = approvals.approval_request(
-                actor=self.actor, run_id=run_id, action=asked.action, payload=asked.payload, reason=asked.reason,
-                agent_state=asked.agent_state, respond_by=asked.expires_at, key=asked.key, agent_ref=asked.agent_ref,
+                actor=self.actor,
+                run_id=run_id,
+                action=asked.action,
+                payload=asked.payload,
+                reason=asked.reason,
+                agent_state=asked.agent_state,
+                respond_by=asked.expires_at,
+                key=asked.key,
+                agent_ref=asked.agent_ref,
             )
             return out(ApprovalOut, approval)
+
         return await self._run(call)
 
     async def stop_run(self, run_id: int, body: Json) -> Json:
@@ -181,6 +218,7 @@ class ServiceBackend:
             stop = checked(StopIn, body)
             run = runs.run_stop(actor=self.actor, run_id=run_id, reason=stop.reason, detail=stop.detail, retry_at=stop.retry_at)
             return out(RunOut, run)
+
         return await self._run(call)
 
 

@@ -105,11 +105,18 @@ def mcp_endpoint(request: HttpRequest) -> HttpResponse:
 def asgi_scope(request: HttpRequest) -> dict[str, Any]:
     host, port = request.get_host(), request.get_port()
     return {
-        "type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": request.method,
-        "scheme": request.scheme, "path": request.path, "raw_path": request.path.encode(), "root_path": "",
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": request.method,
+        "scheme": request.scheme,
+        "path": request.path,
+        "raw_path": request.path.encode(),
+        "root_path": "",
         "query_string": request.META.get("QUERY_STRING", "").encode("latin-1"),
         "headers": [(name.lower().encode("latin-1"), value.encode("latin-1")) for name, value in request.headers.items()],
-        "server": (host.rsplit(":", 1)[0], int(port)), "client": (request.META.get("REMOTE_ADDR", ""), 0),
+        "server": (host.rsplit(":", 1)[0], int(port)),
+        "client": (request.META.get("REMOTE_ADDR", ""), 0),
     }
 
 
@@ -120,7 +127,9 @@ async def served(scope: dict[str, Any], body: bytes) -> tuple[int, list[tuple[by
     already checks the Host, and a browser cannot send the bearer token across origins."""
     manager = StreamableHTTPSessionManager(
         # The SDK's low-level server behind MCPServer: what its own streamable_http_app hands the manager.
-        app=mcp_server()._lowlevel_server, json_response=True, stateless=True,
+        app=mcp_server()._lowlevel_server,
+        json_response=True,
+        stateless=True,
         max_request_body_size=settings.QUESTLOG_MAX_TOOL_OUTPUT_BYTES,
     )
     answered = anyio.Event()

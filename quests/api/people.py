@@ -27,7 +27,11 @@ ACT_ON = (*ACT, 404, 409)
 @router.post("/approvals/{int:approval_id}/decision", response=answers(ApprovalOut, *DECIDE))
 def decide_approval(request: HttpRequest, approval_id: int, body: DecisionIn):
     return approvals.approval_decide(
-        actor=actor(request), approval_id=approval_id, decision=body.decision, payload=body.payload, note=body.note,
+        actor=actor(request),
+        approval_id=approval_id,
+        decision=body.decision,
+        payload=body.payload,
+        note=body.note,
         always=body.always,
     )
 

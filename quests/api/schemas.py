@@ -81,10 +81,14 @@ JsonObject = Annotated[
     dict[str, Any],
     StorableJson,
     Field(max_length=limits.OBJECT_KEYS_MAX),
-    WithJsonSchema({
-        "type": "object", "maxProperties": limits.OBJECT_KEYS_MAX, "propertyNames": {"pattern": STORABLE},
-        "additionalProperties": JSON_VALUE_MARKER,
-    }),
+    WithJsonSchema(
+        {
+            "type": "object",
+            "maxProperties": limits.OBJECT_KEYS_MAX,
+            "propertyNames": {"pattern": STORABLE},
+            "additionalProperties": JSON_VALUE_MARKER,
+        }
+    ),
 ]
 
 

@@ -37,10 +37,13 @@ SELECT {RUN_COLUMNS}, {MISSION_COLUMNS},
    AND m.owner_id = %(user_id)s
    AND (CAST(%(token_mission_id)s AS bigint) IS NULL OR m.id = %(token_mission_id)s)"""
 # Blob writers share an advisory lock that the blob collector takes alone (checkpoints.pruning).
-LOCK_RUN_PG = _LOCK_RUN.replace(
-    "earlier.request_hash AS replay_request_hash",
-    "earlier.request_hash AS replay_request_hash,\n       pg_advisory_xact_lock_shared(%(blob_gc_lock)s) AS blob_writers_guard",
-) + "\n   FOR UPDATE OF m"
+LOCK_RUN_PG = (
+    _LOCK_RUN.replace(
+        "earlier.request_hash AS replay_request_hash",
+        "earlier.request_hash AS replay_request_hash,\n       pg_advisory_xact_lock_shared(%(blob_gc_lock)s) AS blob_writers_guard",
+    )
+    + "\n   FOR UPDATE OF m"
+)
 LOCK_RUN_SQLITE = _LOCK_RUN
 
 # --- Write a checkpoint ----------------------------------------------------------------------------

@@ -58,7 +58,10 @@ class Locked:
 def lock_run(caller: Caller, run_id: int, key: Key | None = None) -> Locked | None:
     """The run and its mission with the mission's row locked; None when the caller cannot see it."""
     params = {
-        **caller.params(), "run_id": run_id, "key": key.key if key else None, "key_suffix": key.suffix if key else "",
+        **caller.params(),
+        "run_id": run_id,
+        "key": key.key if key else None,
+        "key_suffix": key.suffix if key else "",
         "blob_gc_lock": BLOB_GC_LOCK,
     }
     rows = runner.fetch(sql.LOCK_RUN_PG if runner.is_postgresql() else sql.LOCK_RUN_SQLITE, params)
@@ -70,7 +73,10 @@ def lock_run(caller: Caller, run_id: int, key: Key | None = None) -> Locked | No
     head_id, head_parts, replay_id, replay_hash = row[_RUN_WIDTH + _MISSION_WIDTH : _RUN_WIDTH + _MISSION_WIDTH + 4]
     run.mission = mission
     return Locked(
-        run=run, mission=mission, replay=(replay_id, replay_hash), head_seen_id=head_id,
+        run=run,
+        mission=mission,
+        replay=(replay_id, replay_hash),
+        head_seen_id=head_id,
         head_seen_parts=runner.json_value(head_parts) or {},
     )
 
@@ -111,14 +117,27 @@ def checkpoint_write(row: CheckpointRow, *, beat_run_id: int | None = None, key:
     and move the mission's head to it: one statement on PostgreSQL."""
     now = runner.now()
     params: dict[str, Any] = {
-        "now": now, "beat_run_id": beat_run_id, "mission_id": row.mission_id, "run_id": row.run_id,
-        "parent_id": row.parent_id, "seq": row.seq, "trigger": row.trigger, "hash": row.hash, "note": row.note,
-        "state_refs": _json(row.state_refs), "agent_state_refs": _json(row.agent_state_refs),
-        "record_watermark": row.record_watermark, "size_bytes": row.size_bytes,
-        "agent_state_bytes": row.agent_state_bytes, "compaction_report": _json(row.compaction_report),
-        "mission_state_refs": _json(row.mission_state_refs), "mission_state_report": _json(row.mission_state_report),
-        "key": key.key if key else None, "key_scope": f"m{row.mission_id}:{key.suffix}" if key else "",
-        "request_hash": key.request_hash if key else "", "key_owner_id": key_owner_id,
+        "now": now,
+        "beat_run_id": beat_run_id,
+        "mission_id": row.mission_id,
+        "run_id": row.run_id,
+        "parent_id": row.parent_id,
+        "seq": row.seq,
+        "trigger": row.trigger,
+        "hash": row.hash,
+        "note": row.note,
+        "state_refs": _json(row.state_refs),
+        "agent_state_refs": _json(row.agent_state_refs),
+        "record_watermark": row.record_watermark,
+        "size_bytes": row.size_bytes,
+        "agent_state_bytes": row.agent_state_bytes,
+        "compaction_report": _json(row.compaction_report),
+        "mission_state_refs": _json(row.mission_state_refs),
+        "mission_state_report": _json(row.mission_state_report),
+        "key": key.key if key else None,
+        "key_scope": f"m{row.mission_id}:{key.suffix}" if key else "",
+        "request_hash": key.request_hash if key else "",
+        "key_owner_id": key_owner_id,
     }
     archived = {sha: data for sha, data in row.archived_blobs.items() if sha not in row.blobs}
     media = {**{sha: "application/json" for sha in row.blobs}, **{sha: "text/plain" for sha in archived}}
@@ -126,11 +145,20 @@ def checkpoint_write(row: CheckpointRow, *, beat_run_id: int | None = None, key:
     previews = row.archived_previews
     if runner.is_postgresql():
         shas = list(contents)
-        (made,) = runner.fetch(sql.CHECKPOINT_WRITE_PG, {
-            **params, "blob_shas": shas, "blob_data": [contents[s] for s in shas], "blob_media": [media[s] for s in shas],
-            "counted": list(row.blobs), "archived_ids": list(previews), "archived_blobs": [p[0] for p in previews.values()],
-            "archived_previews": [p[1] for p in previews.values()], "archived_sizes": [p[2] for p in previews.values()],
-        })
+        (made,) = runner.fetch(
+            sql.CHECKPOINT_WRITE_PG,
+            {
+                **params,
+                "blob_shas": shas,
+                "blob_data": [contents[s] for s in shas],
+                "blob_media": [media[s] for s in shas],
+                "counted": list(row.blobs),
+                "archived_ids": list(previews),
+                "archived_blobs": [p[0] for p in previews.values()],
+                "archived_previews": [p[1] for p in previews.values()],
+                "archived_sizes": [p[2] for p in previews.values()],
+            },
+        )
         return Written(id=made[0], new_bytes=made[1], created_at=now)
     beat, blob, archive, insert, remember, move = sql.CHECKPOINT_WRITE_SQLITE
     stored = runner.steps(
@@ -139,7 +167,7 @@ def checkpoint_write(row: CheckpointRow, *, beat_run_id: int | None = None, key:
         + [(archive, {"id": pk, "blob_id": b, "preview": p, "size_bytes": n}) for pk, (b, p, n) in previews.items()]
     )
     new_bytes = sum(len(data) for (_, count), (sha, data) in zip(stored[1:], contents.items()) if count > 0 and sha in row.blobs)
-    ((made,), _), = runner.steps([(insert, {**params, "new_bytes": new_bytes})])
+    (((made,), _),) = runner.steps([(insert, {**params, "new_bytes": new_bytes})])
     after = {**params, "checkpoint_id": made[0]}
     runner.steps(([(remember, after)] if params["key"] else []) + [(move, after)])
     return Written(id=made[0], new_bytes=made[1], created_at=now)
@@ -186,10 +214,18 @@ def record_write(row: RecordRow) -> tuple[int, bool, datetime]:
     blob_id, blob_data = row.blob or (None, None)
     now = runner.now()
     params = {
-        "now": now, "run_id": row.run_id, "mission_id": row.mission_id, "kind": row.kind, "text": row.text,
-        "data": None if row.data is None else _json(row.data), "blob_id": blob_id, "blob_data": blob_data,
-        "blob_size": len(blob_data) if blob_data is not None else 0, "size_bytes": row.size_bytes,
-        "resolves": row.resolves, "archived": row.archived,
+        "now": now,
+        "run_id": row.run_id,
+        "mission_id": row.mission_id,
+        "kind": row.kind,
+        "text": row.text,
+        "data": None if row.data is None else _json(row.data),
+        "blob_id": blob_id,
+        "blob_data": blob_data,
+        "blob_size": len(blob_data) if blob_data is not None else 0,
+        "size_bytes": row.size_bytes,
+        "resolves": row.resolves,
+        "archived": row.archived,
     }
     if runner.is_postgresql():
         ((record_id, resolved),) = runner.fetch(sql.RECORD_WRITE_PG, params)
@@ -222,12 +258,20 @@ def state_save(save: StateSave) -> int | None:
     request's id, or None when one was pending already."""
     key = save.key
     params = {
-        "now": runner.now(), "mission_id": save.mission_id, "state_version": save.state_version,
-        "state_refs": _json(save.state_refs), "state_pending": _json(save.state_pending),
-        "state_report": _json(save.state_report), "not_before": save.snapshot_not_before,
-        "key": key.key if key else None, "key_scope": f"m{save.mission_id}:{key.suffix}" if key else "",
-        "request_hash": key.request_hash if key else "", "key_owner_id": save.key_owner_id, "object_id": save.object_id,
-        "resolves": save.resolves, "resolved_by": save.object_id,
+        "now": runner.now(),
+        "mission_id": save.mission_id,
+        "state_version": save.state_version,
+        "state_refs": _json(save.state_refs),
+        "state_pending": _json(save.state_pending),
+        "state_report": _json(save.state_report),
+        "not_before": save.snapshot_not_before,
+        "key": key.key if key else None,
+        "key_scope": f"m{save.mission_id}:{key.suffix}" if key else "",
+        "request_hash": key.request_hash if key else "",
+        "key_owner_id": save.key_owner_id,
+        "object_id": save.object_id,
+        "resolves": save.resolves,
+        "resolved_by": save.object_id,
     }
     if runner.is_postgresql():
         shas = list(save.parts)
@@ -255,26 +299,55 @@ def run_start(run: Run, mission: Mission, events: list[Any], key: Key | None) ->
     the key: one statement on PostgreSQL. Returns the run's id."""
     first = events[0]
     params = {
-        "now": run.started_at, "mission_id": mission.pk, "number": run.number, "agent": run.agent,
-        "token_id": run.token_id, "status": mission.status, "state_version": mission.state_version,
-        "actor_user_id": first.actor_user_id, "actor_token_id": first.actor_token_id, "actor": first.actor,
-        "key": key.key if key else None, "key_scope": f"m{mission.pk}:{key.suffix}" if key else "",
-        "request_hash": key.request_hash if key else "", "key_owner_id": mission.owner_id,
+        "now": run.started_at,
+        "mission_id": mission.pk,
+        "number": run.number,
+        "agent": run.agent,
+        "token_id": run.token_id,
+        "status": mission.status,
+        "state_version": mission.state_version,
+        "actor_user_id": first.actor_user_id,
+        "actor_token_id": first.actor_token_id,
+        "actor": first.actor,
+        "key": key.key if key else None,
+        "key_scope": f"m{mission.pk}:{key.suffix}" if key else "",
+        "request_hash": key.request_hash if key else "",
+        "key_owner_id": mission.owner_id,
     }
     if runner.is_postgresql():
-        ((run_id,),) = runner.fetch(sql.RUN_START_PG, {
-            **params, "event_entities": [e.entity for e in events], "event_entity_ids": [e.entity_id for e in events],
-            "event_actions": [e.action for e in events], "event_from_states": [e.from_state for e in events],
-            "event_to_states": [e.to_state for e in events], "event_data": [_json(e.data) for e in events],
-        })
+        ((run_id,),) = runner.fetch(
+            sql.RUN_START_PG,
+            {
+                **params,
+                "event_entities": [e.entity for e in events],
+                "event_entity_ids": [e.entity_id for e in events],
+                "event_actions": [e.action for e in events],
+                "event_from_states": [e.from_state for e in events],
+                "event_to_states": [e.to_state for e in events],
+                "event_data": [_json(e.data) for e in events],
+            },
+        )
         return run_id
     insert, moved, audited, remember = sql.RUN_START_SQLITE
-    ((made,), _), = runner.steps([(insert, params)])
+    (((made,), _),) = runner.steps([(insert, params)])
     after = {**params, "run_id": made[0]}
     runner.steps(
         [(moved, after)]
-        + [(audited, {**after, "entity": e.entity, "entity_id": e.entity_id, "action": e.action, "from_state": e.from_state,
-                      "to_state": e.to_state, "data": _json(e.data)}) for e in events]
+        + [
+            (
+                audited,
+                {
+                    **after,
+                    "entity": e.entity,
+                    "entity_id": e.entity_id,
+                    "action": e.action,
+                    "from_state": e.from_state,
+                    "to_state": e.to_state,
+                    "data": _json(e.data),
+                },
+            )
+            for e in events
+        ]
         + ([(remember, after)] if after["key"] else [])
     )
     return made[0]

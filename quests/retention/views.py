@@ -105,6 +105,7 @@ def memory_decide(request: HtmxHttpRequest, pk: int) -> HttpResponse:
 
 # ---- the person's data -----------------------------------------------------------------------------
 
+
 # Everything of the person, agents' saved states included (which may hold their secrets): no
 # browser cache or proxy may keep a copy (Cache-Control: no-store, as the tokens page).
 @never_cache
@@ -119,6 +120,7 @@ def account_export(request: HttpRequest) -> StreamingHttpResponse:
 
 
 # ---- one quest: keep its history, withdraw, delete now ------------------------------------------
+
 
 def _retention_url(pk: int) -> str:
     return mission_url(pk) + "#retention"
@@ -136,7 +138,10 @@ def _keep_choice(request: HtmxHttpRequest, pk: int, do: Callable[[], Any], *, do
 @require_POST
 def mission_keep(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     return _keep_choice(
-        request, pk, lambda: retention_keep(actor=actor(request), mission_id=pk), done="This quest's history will be kept.",
+        request,
+        pk,
+        lambda: retention_keep(actor=actor(request), mission_id=pk),
+        done="This quest's history will be kept.",
     )
 
 
@@ -144,7 +149,9 @@ def mission_keep(request: HtmxHttpRequest, pk: int) -> HttpResponse:
 @require_POST
 def mission_withdraw(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     return _keep_choice(
-        request, pk, lambda: retention_withdraw(actor=actor(request), mission_id=pk),
+        request,
+        pk,
+        lambda: retention_withdraw(actor=actor(request), mission_id=pk),
         done="No longer kept: its working state expires like any other quest's.",
     )
 
@@ -156,7 +163,8 @@ def mission_delete(request: HttpRequest, pk: int) -> HttpResponse:
     if request.method == "GET" or request.POST.get("confirmed") != "yes":
         return render(request, "retention/delete_confirm.html", {"mission": mission, "mission_url": _retention_url(pk)})
     _attempt(
-        request, lambda: retention_delete_now(actor=actor(request), mission_id=pk),
+        request,
+        lambda: retention_delete_now(actor=actor(request), mission_id=pk),
         done="Deleted: only the quest's title, status and dates remain.",
     )
     return redirect(_retention_url(pk))
@@ -164,8 +172,10 @@ def mission_delete(request: HttpRequest, pk: int) -> HttpResponse:
 
 # ---- staff -------------------------------------------------------------------------------------------
 
+
 def staff_only(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
     """Staff pages and actions are a 404 for everyone else, signed in or not."""
+
     @wraps(view)
     def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
         try:
@@ -234,7 +244,9 @@ def staff_hold_place(request: HttpRequest) -> HttpResponse:
     data = form.cleaned_data
     try:
         hold_place(
-            actor=actor(request), reason=data["reason"], mission_id=data.get("mission_id"),
+            actor=actor(request),
+            reason=data["reason"],
+            mission_id=data.get("mission_id"),
             username=(data.get("username") or "").strip() or None,
         )
     except InvalidInput as exc:

@@ -88,8 +88,14 @@ def _request(
         approvals = _ask(actor, mission, run, items)
         actions = ", ".join(approval.action for approval in approvals)
         run_end(
-            mission, run, event="await_approval", to=MissionStatus.WAITING_FOR_APPROVAL,
-            stop_reason=StopReason.WAITING_FOR_APPROVAL, detail=f"Waiting for approval to {actions}", actor=actor, checkpoint=False,
+            mission,
+            run,
+            event="await_approval",
+            to=MissionStatus.WAITING_FOR_APPROVAL,
+            stop_reason=StopReason.WAITING_FOR_APPROVAL,
+            detail=f"Waiting for approval to {actions}",
+            actor=actor,
+            checkpoint=False,
         )
         _checkpoint(mission, run, approvals, agent_state)
         # Every question a standing decision answered: nothing waits, the next run may start.
@@ -116,15 +122,20 @@ def _ask(actor: Actor, mission: Mission, run: Run | None, items: list[dict[str, 
     # approvals' ids follow the items' order, which a replay of the batch relies on.
     approvals = Approval.objects.bulk_create(
         Approval(
-            mission=mission, run=run, action=item["action"], payload=item["payload"], reason=item["reason"],
-            respond_by=item.get("respond_by"), agent_ref=item.get("agent_ref") or "",
-            node=item.get("node") or "", question=item.get("question"),
+            mission=mission,
+            run=run,
+            action=item["action"],
+            payload=item["payload"],
+            reason=item["reason"],
+            respond_by=item.get("respond_by"),
+            agent_ref=item.get("agent_ref") or "",
+            node=item.get("node") or "",
+            question=item.get("question"),
         )
         for item in items
     )
     AuditEvent.objects.bulk_create(
-        audit_event(actor=actor, mission=mission, entity="approval", entity_id=approval.pk, action="request", to_state="pending")
-        for approval in approvals
+        audit_event(actor=actor, mission=mission, entity="approval", entity_id=approval.pk, action="request", to_state="pending") for approval in approvals
     )
     standing_decisions_apply(actor=actor, mission=mission, approvals=approvals)
     notify.notify_approvals_requested(mission, approvals)
@@ -148,9 +159,7 @@ def _locked_for_person[T: (Approval, Milestone)](actor: Actor, model: type[T], p
     return item, mission
 
 
-def approval_decide(
-    *, actor: Actor, approval_id: int, decision: str, payload: dict[str, Any] | None = None, note: str = "", always: bool = False
-) -> Approval:
+def approval_decide(*, actor: Actor, approval_id: int, decision: str, payload: dict[str, Any] | None = None, note: str = "", always: bool = False) -> Approval:
     """A person's decision. `always` makes it stand for every request of the same action in this
     mission (the pending ones and those asked later) until revoked; an edit is one call's."""
     with transaction.atomic():
@@ -174,8 +183,13 @@ def approval_decide(
         approval.decided_at = timezone.now()
         approval.decided_by = actor.user
         machine.move(
-            approval, event=decision, to=DECISIONS[decision], actor=actor, mission=mission,
-            fields=("decided_payload", "note", "decided_at", "decided_by"), **person_act(approval.action, note, approval, decision),
+            approval,
+            event=decision,
+            to=DECISIONS[decision],
+            actor=actor,
+            mission=mission,
+            fields=("decided_payload", "note", "decided_at", "decided_by"),
+            **person_act(approval.action, note, approval, decision),
         )
         if always:
             standing_decision_make(actor=actor, mission=mission, approval=approval)
@@ -192,7 +206,8 @@ def _require_undecided(approval: Approval, mission: Mission) -> None:
         ended = "cancelled" if mission.status == MissionStatus.CANCELLED else "completed"
         raise Conflict(
             f"This approval was withdrawn because the quest was {ended}. Nothing was decided.",
-            code="invalid_transition", status=approval.status,
+            code="invalid_transition",
+            status=approval.status,
         )
     machine.require(approval, "approve")
 
@@ -210,9 +225,7 @@ def run_started_since_decision() -> Exists:
     return Exists(Run.objects.filter(mission_id=OuterRef("mission_id"), started_at__gte=OuterRef("decided_at")))
 
 
-def undo_refusal(
-    approval: Approval, mission: Mission, *, by: Any, now: datetime | None = None, run_since: bool | None = None
-) -> Conflict | None:
+def undo_refusal(approval: Approval, mission: Mission, *, by: Any, now: datetime | None = None, run_since: bool | None = None) -> Conflict | None:
     """Why this decided approval may not be undone now by `by`, or None when it may: the one rule,
     asked by approval_undo under the mission's lock and by the pages that offer an Undo button
     (which read `run_since` along with the approval, as run_started_since_decision())."""
@@ -253,8 +266,14 @@ def approval_undo(*, actor: Actor, approval_id: int, now: datetime | None = None
         approval.decided_at = None
         approval.decided_by = None
         machine.move(
-            approval, event="undo", to=ApprovalStatus.PENDING, actor=actor, mission=mission,
-            fields=("decided_payload", "note", "decided_at", "decided_by"), undone=undone, subject=approval.action,
+            approval,
+            event="undo",
+            to=ApprovalStatus.PENDING,
+            actor=actor,
+            mission=mission,
+            fields=("decided_payload", "note", "decided_at", "decided_by"),
+            undone=undone,
+            subject=approval.action,
         )
         if mission.status == MissionStatus.READY:
             machine.transition(mission, event="unsettle", to=MissionStatus.WAITING_FOR_APPROVAL, actor=actor)
@@ -339,8 +358,14 @@ def milestone_claim(
         notify.notify_milestone_claimed(mission, milestone)
         if gate:
             run_end(
-                mission, run, event="await_approval", to=MissionStatus.WAITING_FOR_APPROVAL,
-                stop_reason=StopReason.WAITING_FOR_APPROVAL, detail=f"Waiting for your review of “{title}”", actor=actor, checkpoint=False,
+                mission,
+                run,
+                event="await_approval",
+                to=MissionStatus.WAITING_FOR_APPROVAL,
+                stop_reason=StopReason.WAITING_FOR_APPROVAL,
+                detail=f"Waiting for your review of “{title}”",
+                actor=actor,
+                checkpoint=False,
             )
         milestone.checkpoint = take_checkpoint(mission, trigger="milestone", run=run, agent_state=agent_state)
         milestone.save(update_fields=["checkpoint"])
@@ -374,8 +399,13 @@ def milestone_review(*, actor: Actor, milestone_id: int, action: str, note: str 
         milestone.reviewed_at = timezone.now()
         milestone.reviewed_by = actor.user
         machine.move(
-            milestone, event=action, to=REVIEWS[action], actor=actor, mission=mission,
-            fields=("note", "reviewed_at", "reviewed_by"), **person_act(milestone.title, note),
+            milestone,
+            event=action,
+            to=REVIEWS[action],
+            actor=actor,
+            mission=mission,
+            fields=("note", "reviewed_at", "reviewed_by"),
+            **person_act(milestone.title, note),
         )
         settle(mission, actor=actor)
         state_changed(mission, "milestone.reviewed")

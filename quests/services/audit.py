@@ -1,6 +1,8 @@
 from dataclasses import dataclass
 from typing import Any
 
+from django.db.models import Subquery
+
 from checkpoints.roundtrip import RoundTrip
 from quests.models import AgentToken, AuditEvent, Mission
 
@@ -34,7 +36,7 @@ def audit(
     actor: Actor,
     mission: Mission | None,
     entity: str,
-    entity_id: int | None,
+    entity_id: int | Subquery | None,
     action: str,
     from_state: str = "",
     to_state: str = "",
@@ -44,8 +46,14 @@ def audit(
     """Write an audit event, at once or in the caller's round trip (`entity_id` may then be an
     expression naming a row inserted earlier in the same trip)."""
     event = audit_event(
-        actor=actor, mission=mission, entity=entity, entity_id=entity_id, action=action, from_state=from_state,
-        to_state=to_state, **data,
+        actor=actor,
+        mission=mission,
+        entity=entity,
+        entity_id=entity_id,
+        action=action,
+        from_state=from_state,
+        to_state=to_state,
+        **data,
     )
     if trip is None:
         event.save()

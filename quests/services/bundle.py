@@ -54,16 +54,10 @@ def pending_annotations() -> dict[str, Any]:
     from the rows it carries whole; a person's pages (the board's cards, the mission page's
     sentence) read these, and `pending_of` makes them a Pending."""
     return {
-        "pending_approval_action": Subquery(
-            Approval.objects.filter(mission=OuterRef("pk"), status=ApprovalStatus.PENDING).order_by("id").values("action")[:1]
-        ),
-        "gate_awaiting_review": Subquery(
-            Milestone.objects.gates_awaiting_review().filter(mission=OuterRef("pk")).order_by("id").values("title")[:1]
-        ),
+        "pending_approval_action": Subquery(Approval.objects.filter(mission=OuterRef("pk"), status=ApprovalStatus.PENDING).order_by("id").values("action")[:1]),
+        "gate_awaiting_review": Subquery(Milestone.objects.gates_awaiting_review().filter(mission=OuterRef("pk")).order_by("id").values("title")[:1]),
         "any_attempted": Exists(Operation.objects.filter(mission=OuterRef("pk"), status=OperationStatus.ATTEMPTED)),
-        "active_run_number": Subquery(
-            Run.objects.filter(mission=OuterRef("pk"), ended_at__isnull=True).order_by("number").values("number")[:1]
-        ),
+        "active_run_number": Subquery(Run.objects.filter(mission=OuterRef("pk"), ended_at__isnull=True).order_by("number").values("number")[:1]),
     }
 
 
@@ -121,7 +115,8 @@ def _bundle(source: Mission | QuerySet[Mission], mission_id: int, owner: Any, *,
     else:
         # A row the caller already holds: only the checkpoints it was not read with are fetched.
         missing = [
-            relation for relation in ("head_checkpoint", "last_verified_checkpoint")
+            relation
+            for relation in ("head_checkpoint", "last_verified_checkpoint")
             if getattr(source, f"{relation}_id") is not None and not cast(ForeignKey, Mission._meta.get_field(relation)).is_cached(source)
         ]
         reads = [Checkpoint.objects.filter(pk=getattr(source, f"{relation}_id")) for relation in missing]
@@ -136,7 +131,7 @@ def _bundle(source: Mission | QuerySet[Mission], mission_id: int, owner: Any, *,
         memory_for(owner).only("name", "value"),
         _shown(StandingDecision.objects.filter(mission_id=mission_id).order_by("id"), StandingDecisionOut),
     )
-    constraints, live_records, ledger, milestones, approvals, active_run, memory, standing = rows[len(reads):]
+    constraints, live_records, ledger, milestones, approvals, active_run, memory, standing = rows[len(reads) :]
     if isinstance(source, QuerySet):
         if not rows[0]:
             raise NotFound(f"No mission with id {mission_id}.")

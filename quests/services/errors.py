@@ -55,7 +55,9 @@ def run_ended(stop_reason: str | None) -> Conflict:
 
 def mission_not_startable(status: str) -> Conflict:
     return Conflict(
-        f"This mission is {status.replace('_', ' ')} and cannot start a run now.", code="mission_not_startable", status=status,
+        f"This mission is {status.replace('_', ' ')} and cannot start a run now.",
+        code="mission_not_startable",
+        status=status,
     )
 
 

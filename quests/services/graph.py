@@ -42,6 +42,7 @@ class ThreadDeleted(ServiceError):
 
 # --- Threads ------------------------------------------------------------------------------------
 
+
 def thread_missions(actor: Actor) -> QuerySet[Mission]:
     """The caller's missions that hold a live LangGraph thread."""
     return visible(actor, Mission).filter(graph_thread__isnull=False, graph_thread__deleted_at__isnull=True)
@@ -51,7 +52,10 @@ def thread_mission_id(actor: Actor, thread_id: str) -> Subquery:
     """The live thread's mission by the (owner, thread id) index, as a value the checkpoints'
     index is then walked with."""
     holder = GraphThread.objects.filter(
-        owner_id=actor.user.pk if actor.user else None, thread_id=thread_id, deleted_at__isnull=True, mission__in=visible(actor, Mission),
+        owner_id=actor.user.pk if actor.user else None,
+        thread_id=thread_id,
+        deleted_at__isnull=True,
+        mission__in=visible(actor, Mission),
     )
     return Subquery(holder.values("mission_id")[:1])
 
@@ -138,9 +142,14 @@ def session_run(actor: Actor, mission: Mission, *, saving: bool = True) -> Run |
 def _waits_for_the_graph(mission: Mission) -> bool:
     """The mission waits for the graph's own interrupts (asked by its session run, or while it
     waited), not for a question another agent asked: that one holds every write until answered."""
-    return mission.approvals.filter(
-        Q(run__isnull=True) | Q(run__agent=SESSION_AGENT), status=ApprovalStatus.PENDING,
-    ).exclude(agent_ref="").exists()
+    return (
+        mission.approvals.filter(
+            Q(run__isnull=True) | Q(run__agent=SESSION_AGENT),
+            status=ApprovalStatus.PENDING,
+        )
+        .exclude(agent_ref="")
+        .exists()
+    )
 
 
 def _beat(run: Run | None) -> None:
@@ -150,6 +159,7 @@ def _beat(run: Run | None) -> None:
 
 
 # --- Checkpoints --------------------------------------------------------------------------------
+
 
 def encoded(value: dict[str, Any] | None) -> tuple[str, bytes]:
     content = canonical_json(value)
@@ -178,10 +188,7 @@ def graph_put(
         raise InvalidInput("checkpoint.channel_versions must be an object.", field="checkpoint.channel_versions")
     with transaction.atomic():
         mission = lock_thread(actor, thread_id, title=title, mission_id=mission_id)
-        known = {
-            row.graph_id: row
-            for row in GraphCheckpoint.objects.filter(mission=mission, ns=ns, graph_id__in=[graph_id, parent_graph_id or graph_id])
-        }
+        known = {row.graph_id: row for row in GraphCheckpoint.objects.filter(mission=mission, ns=ns, graph_id__in=[graph_id, parent_graph_id or graph_id])}
         if graph_id in known:
             return known[graph_id]
         run = session_run(actor, mission)
@@ -191,13 +198,25 @@ def graph_put(
         size = sum(item[2] for item in resolved.values())
         stored = set(refs.values()) - set(contents)
         checkpoint = savestate.take_checkpoint(
-            mission, trigger="agent", run=run, agent_parts=(refs, contents, size), guarded=True, stored=stored, beat=True,
+            mission,
+            trigger="agent",
+            run=run,
+            agent_parts=(refs, contents, size),
+            guarded=True,
+            stored=stored,
+            beat=True,
             note=f"LangGraph {metadata.get('source', 'checkpoint')} step {metadata.get('step', '?')}"[:200],
         )
         row = GraphCheckpoint(
-            checkpoint=checkpoint, mission=mission, ns=ns, graph_id=graph_id,
-            parent_graph_id=parent_graph_id or "", skeleton=skeleton, metadata=metadata,
-            channels={name: list(item) for name, item in resolved.items()}, run_ref=str(metadata.get("run_id") or "")[:100],
+            checkpoint=checkpoint,
+            mission=mission,
+            ns=ns,
+            graph_id=graph_id,
+            parent_graph_id=parent_graph_id or "",
+            skeleton=skeleton,
+            metadata=metadata,
+            channels={name: list(item) for name, item in resolved.items()},
+            run_ref=str(metadata.get("run_id") or "")[:100],
         )
         row.save(force_insert=True)
         row.checkpoint = checkpoint
@@ -259,8 +278,14 @@ def graph_put_writes(
         run = session_run(actor, mission)
         rows = [
             GraphWrite(
-                mission=mission, ns=ns, graph_id=graph_id, task_id=task_id, task_path=task_path, idx=item["idx"],
-                channel=item["channel"], value=item["value"],
+                mission=mission,
+                ns=ns,
+                graph_id=graph_id,
+                task_id=task_id,
+                task_path=task_path,
+                idx=item["idx"],
+                channel=item["channel"],
+                value=item["value"],
             )
             for item in writes
         ]
@@ -271,7 +296,9 @@ def graph_put_writes(
         ordinary = [row for row in rows if row.idx >= 0]
         if special:
             GraphWrite.objects.bulk_create(
-                special, update_conflicts=True, unique_fields=["mission", "ns", "graph_id", "task_id", "idx"],
+                special,
+                update_conflicts=True,
+                unique_fields=["mission", "ns", "graph_id", "task_id", "idx"],
                 update_fields=["channel", "value", "task_path"],
             )
         if ordinary:
@@ -289,8 +316,12 @@ def _interrupted(actor: Actor, mission: Mission, run: Run | None, interrupts: li
     asked = set(mission.approvals.filter(agent_ref__in=[item["id"] for item in interrupts]).values_list("agent_ref", flat=True))
     items = [
         {
-            "action": item["action"], "payload": item["payload"], "reason": item["reason"], "agent_ref": item["id"],
-            "node": item.get("node") or "", "question": item.get("question"),
+            "action": item["action"],
+            "payload": item["payload"],
+            "reason": item["reason"],
+            "agent_ref": item["id"],
+            "node": item.get("node") or "",
+            "question": item.get("question"),
         }
         for item in interrupts
         if item["id"] not in asked

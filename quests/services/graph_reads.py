@@ -57,9 +57,9 @@ def writes_of(checkpoints: list[GraphCheckpoint]) -> dict[tuple[int, str, str], 
     """The pending writes of these checkpoints, in LangGraph's order, by (mission, ns, graph id)."""
     keys = {_key(row) for row in checkpoints}
     found: dict[tuple[int, str, str], list[GraphWrite]] = {}
-    candidates = GraphWrite.objects.filter(
-        mission_id__in={key[0] for key in keys}, graph_id__in={key[2] for key in keys}
-    ).order_by("task_path", "task_id", "idx")
+    candidates = GraphWrite.objects.filter(mission_id__in={key[0] for key in keys}, graph_id__in={key[2] for key in keys}).order_by(
+        "task_path", "task_id", "idx"
+    )
     for write in candidates if keys else ():
         if _key(write) in keys:
             found.setdefault(_key(write), []).append(write)
@@ -87,9 +87,7 @@ def _tuple(row: GraphCheckpoint, writes: list[GraphWrite], contents: dict[str, b
         "checkpoint": row.skeleton,
         "metadata": row.metadata,
         "channel_values": values,
-        "pending_writes": [
-            {"task_id": w.task_id, "task_path": w.task_path, "idx": w.idx, "channel": w.channel, "value": w.value} for w in writes
-        ],
+        "pending_writes": [{"task_id": w.task_id, "task_path": w.task_path, "idx": w.idx, "channel": w.channel, "value": w.value} for w in writes],
         "mission_id": row.mission_id,
         "questlog_checkpoint_id": row.checkpoint_id,
     }

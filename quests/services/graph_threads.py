@@ -49,8 +49,15 @@ def graph_delete_thread(*, actor: Actor, thread_id: str) -> bool:
         thread = mission.graph_thread
         GraphThread.objects.filter(pk=thread.pk).update(deleted_at=timezone.now())
         audit(
-            actor=actor, mission=mission, entity="graph_thread", entity_id=thread.pk, action="delete", from_state="live",
-            to_state="deleted", thread_id=thread_id, mission_ended=ends_mission,
+            actor=actor,
+            mission=mission,
+            entity="graph_thread",
+            entity_id=thread.pk,
+            action="delete",
+            from_state="live",
+            to_state="deleted",
+            thread_id=thread_id,
+            mission_ended=ends_mission,
         )
         return True
 
@@ -74,8 +81,7 @@ def _made_and_not_kept(mission_ids: Iterable[int]) -> set[int]:
     """Of these missions, those whose working state is the thread's to delete: made by their
     thread, and not kept by their person."""
     return set(
-        Mission.objects.filter(pk__in=list(mission_ids), graph_thread__made_mission=True, retention_approved_at__isnull=True)
-        .values_list("pk", flat=True)
+        Mission.objects.filter(pk__in=list(mission_ids), graph_thread__made_mission=True, retention_approved_at__isnull=True).values_list("pk", flat=True)
     )
 
 
@@ -117,8 +123,13 @@ def _delete_checkpoints(actor: Actor, rows: QuerySet[GraphCheckpoint], *, action
     _delete_rows(found, keep_checkpoints_of=keep)
     for mission in Mission.objects.filter(pk__in=list(counts)).select_related("graph_thread"):
         audit(
-            actor=actor, mission=mission, entity="graph_thread", entity_id=mission.graph_thread.pk, action=action,
-            checkpoints=counts[mission.pk], checkpoints_kept=mission.pk in keep,
+            actor=actor,
+            mission=mission,
+            entity="graph_thread",
+            entity_id=mission.graph_thread.pk,
+            action=action,
+            checkpoints=counts[mission.pk],
+            checkpoints_kept=mission.pk in keep,
         )
     return len(found)
 
@@ -170,31 +181,65 @@ def graph_copy_thread(*, actor: Actor, source_thread_id: str, target_thread_id: 
         for row in GraphCheckpoint.objects.filter(mission=source).select_related("checkpoint").order_by("checkpoint__seq"):
             original = row.checkpoint
             copy = Checkpoint.objects.create(
-                mission=target, seq=seq, trigger=original.trigger, hash=original.hash, note=original.note,
-                state_refs=original.state_refs, agent_state_refs=original.agent_state_refs, size_bytes=original.size_bytes,
-                agent_state_bytes=original.agent_state_bytes, compaction_report=original.compaction_report,
+                mission=target,
+                seq=seq,
+                trigger=original.trigger,
+                hash=original.hash,
+                note=original.note,
+                state_refs=original.state_refs,
+                agent_state_refs=original.agent_state_refs,
+                size_bytes=original.size_bytes,
+                agent_state_bytes=original.agent_state_bytes,
+                compaction_report=original.compaction_report,
             )
             seq += 1
             mapping[row.pk] = GraphCheckpoint.objects.create(
-                checkpoint=copy, mission=target, ns=row.ns, graph_id=row.graph_id, parent_graph_id=row.parent_graph_id,
-                skeleton=row.skeleton, metadata=row.metadata, channels=row.channels, run_ref=row.run_ref,
+                checkpoint=copy,
+                mission=target,
+                ns=row.ns,
+                graph_id=row.graph_id,
+                parent_graph_id=row.parent_graph_id,
+                skeleton=row.skeleton,
+                metadata=row.metadata,
+                channels=row.channels,
+                run_ref=row.run_ref,
             )
             counts["checkpoints"] += 1
-        GraphWrite.objects.bulk_create([
-            GraphWrite(
-                mission=target, ns=w.ns, graph_id=w.graph_id, task_id=w.task_id, task_path=w.task_path, idx=w.idx,
-                channel=w.channel, value=w.value,
-            )
-            for w in GraphWrite.objects.filter(mission=source)
-        ])
-        Operation.objects.bulk_create([
-            Operation(
-                mission=target, key=op.key, request_hash=op.request_hash, kind=op.kind, target=op.target, request=op.request,
-                status=op.status, attempts=op.attempts, max_attempts=op.max_attempts, external_id=op.external_id,
-                external_status=op.external_status, receipt=op.receipt, completion_hash=op.completion_hash,
-            )
-            for op in Operation.objects.filter(mission=source, status=OperationStatus.COMPLETED)
-        ])
+        GraphWrite.objects.bulk_create(
+            [
+                GraphWrite(
+                    mission=target,
+                    ns=w.ns,
+                    graph_id=w.graph_id,
+                    task_id=w.task_id,
+                    task_path=w.task_path,
+                    idx=w.idx,
+                    channel=w.channel,
+                    value=w.value,
+                )
+                for w in GraphWrite.objects.filter(mission=source)
+            ]
+        )
+        Operation.objects.bulk_create(
+            [
+                Operation(
+                    mission=target,
+                    key=op.key,
+                    request_hash=op.request_hash,
+                    kind=op.kind,
+                    target=op.target,
+                    request=op.request,
+                    status=op.status,
+                    attempts=op.attempts,
+                    max_attempts=op.max_attempts,
+                    external_id=op.external_id,
+                    external_status=op.external_status,
+                    receipt=op.receipt,
+                    completion_hash=op.completion_hash,
+                )
+                for op in Operation.objects.filter(mission=source, status=OperationStatus.COMPLETED)
+            ]
+        )
         if mapping:
             last = max(mapping.values(), key=lambda row: row.checkpoint.seq).checkpoint
             target.head_checkpoint, target.next_checkpoint_seq = last, seq

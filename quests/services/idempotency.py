@@ -60,7 +60,11 @@ def remember_keyed(key: Key, *, mission, object_id: int) -> None:
     statement (under the mission owner's account, in the mission's scope)."""
     if key.key:
         IdempotentRequest.objects.create(
-            owner_id=mission.owner_id, scope=f"m{mission.pk}:{key.suffix}", key=key.key, request_hash=key.request_hash, object_id=object_id,
+            owner_id=mission.owner_id,
+            scope=f"m{mission.pk}:{key.suffix}",
+            key=key.key,
+            request_hash=key.request_hash,
+            object_id=object_id,
         )
 
 

@@ -1,8 +1,9 @@
 """Row locks and fencing: the bottom of the service layer. It imports no other service but
 access, audit (for the Actor type), errors and idempotency's lookup, so every service can use it without an import cycle."""
 
-from typing import Any
+from typing import Any, cast
 
+from django.db.models import ForeignKey
 from django.utils import timezone
 
 from checkpoints.pruning import blob_writers_guard_expression
@@ -12,7 +13,6 @@ from quests.models import Mission, Run
 from quests.services.access import visible
 from quests.services.audit import Actor
 from quests.services.errors import NotFound, run_ended
-
 
 
 def lock_mission(mission_id: int) -> Mission:
@@ -28,11 +28,11 @@ def named_now(mission: Mission, field: str) -> Any:
     pk = getattr(mission, f"{field}_id")
     if pk is None:
         return None
-    descriptor = Mission._meta.get_field(field)
+    descriptor = cast(ForeignKey, Mission._meta.get_field(field))
     cached = descriptor.get_cached_value(mission, default=None)
     if cached is not None and cached.pk == pk:
         return cached
-    row = descriptor.related_model.objects.get(pk=pk)
+    row = descriptor.related_model._default_manager.get(pk=pk)
     setattr(mission, field, row)
     return row
 
@@ -116,5 +116,3 @@ def fence(run: Run, mission: Mission, *, trip: RoundTrip | None = None) -> None:
         trip.update(beat, heartbeat_at=run.heartbeat_at)
     else:
         beat.update(heartbeat_at=run.heartbeat_at)
-
-

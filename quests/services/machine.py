@@ -103,9 +103,7 @@ MEMORY_PROPOSAL_TRANSITIONS: Moves = {
 
 OPERATION_REFUSALS = {
     ("completed", "attempt"): "This operation is completed; it must not be attempted again.",
-    ("completed", "complete"): (
-        "This operation is already completed with a different receipt; report later changes with observe."
-    ),
+    ("completed", "complete"): ("This operation is already completed with a different receipt; report later changes with observe."),
     ("completed", "fail"): "This operation is completed; a failure cannot be recorded over its receipt.",
 }
 
@@ -155,18 +153,22 @@ def _already(noun: str) -> Callable[[str, str], str]:
 
 TABLES: dict[type[Model], Table] = {
     Run: Table(
-        "run", RUN_TRANSITIONS, lambda run: RUN_ACTIVE if run.ended_at is None else str(run.stop_reason), _run_apply,
+        "run",
+        RUN_TRANSITIONS,
+        lambda run: RUN_ACTIVE if run.ended_at is None else str(run.stop_reason),
+        _run_apply,
         lambda state, event: "This run has already ended.",
     ),
     Approval: Table("approval", APPROVAL_TRANSITIONS, lambda a: a.status, _field("status"), _already("approval")),
     Milestone: Table("milestone", MILESTONE_TRANSITIONS, _milestone_state, _milestone_apply, _already("milestone")),
     Operation: Table(
-        "operation", OPERATION_TRANSITIONS, lambda op: op.status, _field("status"),
+        "operation",
+        OPERATION_TRANSITIONS,
+        lambda op: op.status,
+        _field("status"),
         lambda state, event: OPERATION_REFUSALS.get((state, event), f"A {state} operation cannot {event}."),
     ),
-    MemoryProposal: Table(
-        "memory_proposal", MEMORY_PROPOSAL_TRANSITIONS, lambda p: p.status, _field("status"), _already("proposal")
-    ),
+    MemoryProposal: Table("memory_proposal", MEMORY_PROPOSAL_TRANSITIONS, lambda p: p.status, _field("status"), _already("proposal")),
 }
 
 
@@ -211,8 +213,15 @@ def move(
     else:
         trip.save(row, [*changed, *fields])
     audit(
-        actor=actor, mission=mission, entity=table.entity, entity_id=row.pk, action=event,
-        from_state=previous, to_state=to, trip=trip, **data,
+        actor=actor,
+        mission=mission,
+        entity=table.entity,
+        entity_id=row.pk,
+        action=event,
+        from_state=previous,
+        to_state=to,
+        trip=trip,
+        **data,
     )
 
 
@@ -265,8 +274,15 @@ def transition(
         changed += retention_mission_ended(mission)
     mission.state_version += 1
     moved = audit_event(
-        actor=actor, mission=mission, entity="mission", entity_id=mission.pk, action=event, from_state=previous,
-        to_state=to, stop_reason=stop_reason, detail=detail or "",
+        actor=actor,
+        mission=mission,
+        entity="mission",
+        entity_id=mission.pk,
+        action=event,
+        from_state=previous,
+        to_state=to,
+        stop_reason=stop_reason,
+        detail=detail or "",
     )
     notify_mission_moved(mission, to)
     if save:

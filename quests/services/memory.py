@@ -41,8 +41,13 @@ def memory_decide(*, actor: Actor, proposal_id: int, decision: str) -> MemoryPro
         now = timezone.now()
         if decision == "approve":
             MemoryItem.objects.create(
-                owner=proposal.owner, name=proposal.name, value=proposal.value, source_mission=proposal.mission,
-                proposal=proposal, approved_at=now, retention_approved_at=now,
+                owner=proposal.owner,
+                name=proposal.name,
+                value=proposal.value,
+                source_mission=proposal.mission,
+                proposal=proposal,
+                approved_at=now,
+                retention_approved_at=now,
                 expires_at=now + timedelta(days=RetentionPolicy.current().memory_max_days),
             )
         proposal.decided_at = now

@@ -50,9 +50,7 @@ def _constraint_create(mission: Mission, *, text: str, source: str, actor: Actor
     return _constraints_create(mission, texts=[text], source=source, actor=actor, replaces=replaces)[0]
 
 
-def _constraints_create(
-    mission: Mission, *, texts: list[str], source: str, actor: Actor, replaces: Constraint | None = None
-) -> list[Constraint]:
+def _constraints_create(mission: Mission, *, texts: list[str], source: str, actor: Actor, replaces: Constraint | None = None) -> list[Constraint]:
     """Add constraints in a fixed number of statements whatever their number: one insert for the
     constraints, one for their audit events, and the save state refreshed once. (Refreshing it per
     constraint rewrote the whole document each time: 5,000 constraints took minutes.)"""
@@ -61,13 +59,10 @@ def _constraints_create(
     # Every constraint, a correction's too, keeps to one length, so any of them can be edited.
     for text in texts:
         require_within(text, limits.CONSTRAINT_TEXT, what="A constraint", field="note" if source == ConstraintSource.CORRECTION else "text")
-    constraints = Constraint.objects.bulk_create(
-        [Constraint(mission=mission, text=text, source=source, replaces=replaces) for text in texts]
+    constraints = Constraint.objects.bulk_create([Constraint(mission=mission, text=text, source=source, replaces=replaces) for text in texts])
+    AuditEvent.objects.bulk_create(
+        [audit_event(actor=actor, mission=mission, entity="constraint", entity_id=c.pk, action="add", to_state="active", text=c.text) for c in constraints]
     )
-    AuditEvent.objects.bulk_create([
-        audit_event(actor=actor, mission=mission, entity="constraint", entity_id=c.pk, action="add", to_state="active", text=c.text)
-        for c in constraints
-    ])
     # A new mission has no current document yet: `state_changed` builds it whole.
     state_changed(mission, "constraint.added")
     return constraints
@@ -144,10 +139,7 @@ def _pause(mission: Mission, *, actor: Actor) -> None:
 
 def has_pending(mission: Mission) -> bool:
     """Whether a person still has to act: a pending approval or an unreviewed gate milestone."""
-    return (
-        mission.approvals.filter(status=ApprovalStatus.PENDING).exists()
-        or mission.milestones.gates_awaiting_review().exists()
-    )
+    return mission.approvals.filter(status=ApprovalStatus.PENDING).exists() or mission.milestones.gates_awaiting_review().exists()
 
 
 def mission_unpause(*, actor: Actor, mission_id: int) -> Mission:
@@ -166,9 +158,13 @@ def mission_cancel(*, actor: Actor, mission_id: int) -> Mission:
         mission = get_for(actor, Mission, mission_id, for_update=True)
         active = mission.runs.filter(ended_at__isnull=True).first()
         if active is not None:
-            run_end(mission, active, event="cancel", to=MissionStatus.CANCELLED, stop_reason=StopReason.CANCELLED_BY_USER, actor=actor, detail="Cancelled by you.")
+            run_end(
+                mission, active, event="cancel", to=MissionStatus.CANCELLED, stop_reason=StopReason.CANCELLED_BY_USER, actor=actor, detail="Cancelled by you."
+            )
         else:
-            machine.transition(mission, event="cancel", to=MissionStatus.CANCELLED, actor=actor, stop_reason=StopReason.CANCELLED_BY_USER, detail="Cancelled by you.")
+            machine.transition(
+                mission, event="cancel", to=MissionStatus.CANCELLED, actor=actor, stop_reason=StopReason.CANCELLED_BY_USER, detail="Cancelled by you."
+            )
             pending.pending_end(mission, actor=actor, because=pending.ENDED)
             take_checkpoint(mission, trigger="stop")
         state_changed(mission, "pending.ended")
@@ -198,9 +194,7 @@ def mission_restore(*, actor: Actor, mission_id: int, checkpoint_id: int) -> tup
         Record.objects.filter(mission=mission, pk__in=kept_ids, abandoned=True).update(abandoned=False)
         # Every checkpoint holds all durable records still open at its time, so it says which were
         # resolved then: a resolution undone by an earlier restore is redone when its branch returns.
-        durable = Record.objects.filter(
-            mission=mission, kind__in=DURABLE_RECORD_KINDS, abandoned=False, pk__lte=target.record_watermark
-        )
+        durable = Record.objects.filter(mission=mission, kind__in=DURABLE_RECORD_KINDS, abandoned=False, pk__lte=target.record_watermark)
         durable.filter(pk__in=kept_ids, resolved=True).update(resolved=False, resolved_by=None)
         durable.exclude(pk__in=kept_ids).filter(resolved=False).update(resolved=True)
         pending.pending_end(mission, actor=actor, because=pending.RESTORED)
@@ -210,8 +204,14 @@ def mission_restore(*, actor: Actor, mission_id: int, checkpoint_id: int) -> tup
         # A LangGraph thread's namespaces each go back too (a subgraph's on a restore checkpoint of its own).
         checkpoint = graph_branch(target, restore_point)
         audit(
-            actor=actor, mission=mission, entity="checkpoint", entity_id=checkpoint.pk, action="restore",
-            from_state=str(target.seq), to_state=str(checkpoint.seq), abandoned_records=len(abandoned_ids),
+            actor=actor,
+            mission=mission,
+            entity="checkpoint",
+            entity_id=checkpoint.pk,
+            action="restore",
+            from_state=str(target.seq),
+            to_state=str(checkpoint.seq),
+            abandoned_records=len(abandoned_ids),
         )
         state_changed(mission, "restore")
         return mission, checkpoint
@@ -227,6 +227,14 @@ def _record_ids_in(checkpoint: Checkpoint) -> set[int]:
 
 
 __all__ = [
-    "mission_create", "constraint_add", "constraint_retire", "constraint_edit", "constraint_from_correction",
-    "mission_pause", "mission_unpause", "mission_cancel", "mission_restore", "has_pending",
+    "mission_create",
+    "constraint_add",
+    "constraint_retire",
+    "constraint_edit",
+    "constraint_from_correction",
+    "mission_pause",
+    "mission_unpause",
+    "mission_cancel",
+    "mission_restore",
+    "has_pending",
 ]

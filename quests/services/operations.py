@@ -25,9 +25,7 @@ def _hash(value: Any) -> str:
 
 
 @idempotency.retried_on_key_race
-def operation_plan(
-    *, actor: Actor, run_id: int, key: str, kind: str, target: str, request: dict[str, Any], max_attempts: int = 3
-) -> tuple[Operation, bool]:
+def operation_plan(*, actor: Actor, run_id: int, key: str, kind: str, target: str, request: dict[str, Any], max_attempts: int = 3) -> tuple[Operation, bool]:
     """Plan a side effect. The same key with the same request answers the existing operation with
     its current status — that is how a resumed run learns it already did this."""
     if max_attempts < 1:
@@ -37,19 +35,32 @@ def operation_plan(
         # The operation's own key is its idempotency key: the statement that locks the mission
         # also finds an operation planned with it (a race is settled by the unique constraint).
         earlier = Operation.objects.filter(mission_id=OuterRef("mission_id"), key=key)
-        run, mission = lock_run(actor, run_id, blobs=True, annotations={
-            "earlier_id": Subquery(earlier.values("pk")[:1]), "earlier_hash": Subquery(earlier.values("request_hash")[:1]),
-        })
-        if run.earlier_id is not None:
-            if run.earlier_hash != request_hash:
+        run, mission = lock_run(
+            actor,
+            run_id,
+            blobs=True,
+            annotations={
+                "earlier_id": Subquery(earlier.values("pk")[:1]),
+                "earlier_hash": Subquery(earlier.values("request_hash")[:1]),
+            },
+        )
+        found: Any = run  # the row with the two annotations asked for above
+        if found.earlier_id is not None:
+            if found.earlier_hash != request_hash:
                 raise idempotency.key_reuse(key)
-            return Operation.objects.get(pk=run.earlier_id), True
+            return Operation.objects.get(pk=found.earlier_id), True
         savestate.ensure_current(mission)
         trip = RoundTrip()
         fence(run, mission, trip=trip)
         op = Operation(
-            mission=mission, run=run, key=key, request_hash=request_hash, kind=kind, target=target,
-            request=request, max_attempts=max_attempts,
+            mission=mission,
+            run=run,
+            key=key,
+            request_hash=request_hash,
+            kind=kind,
+            target=target,
+            request=request,
+            max_attempts=max_attempts,
         )
         trip.insert(op)
         this_one = Subquery(Operation.objects.filter(mission_id=mission.pk, key=key).values("pk")[:1])
@@ -72,9 +83,11 @@ def _locked_operation(actor: Actor, operation_id: int, *, receipt: bool = False)
     trip = RoundTrip()
     found = trip.select(Operation.objects.filter(pk=operation_id))
     ledger = savestate.read_ledger(trip, mission, operation_id)
-    held = trip.select(
-        OperationEvent.objects.filter(operation_id=operation_id, event__in=RECEIPT_EVENTS).values("operation_id").annotate(n=Count("pk"))
-    ) if receipt else None
+    held = (
+        trip.select(OperationEvent.objects.filter(operation_id=operation_id, event__in=RECEIPT_EVENTS).values("operation_id").annotate(n=Count("pk")))
+        if receipt
+        else None
+    )
     trip.run()
     op = found.rows[0]
     op.receipts_held = held.rows[0]["n"] if held is not None and held.rows else 0
@@ -91,20 +104,21 @@ def _receipt_size(receipt: dict[str, Any] | None) -> None:
     if size > limits.RECEIPT_BYTES_MAX:
         raise InvalidInput(
             f"A receipt may be at most {limits.RECEIPT_BYTES_MAX} bytes as JSON; this one is {size}.",
-            field="receipt", limit=limits.RECEIPT_BYTES_MAX,
+            field="receipt",
+            limit=limits.RECEIPT_BYTES_MAX,
         )
 
 
-def _receipt_room(op: Operation) -> None:
+def _receipt_room(op: Any) -> None:  # an Operation with its `receipts_held` annotation
     """Receipts are never refused by the request rate, so their number is bounded here instead:
     RECEIPTS_PER_OPERATION_MAX, plus one for each attempt (every attempt may end in a receipt of
     its own, and attempts are rate-limited)."""
     allowed = limits.RECEIPTS_PER_OPERATION_MAX + op.attempts
     if op.receipts_held >= allowed:
         raise InvalidInput(
-            f"This operation already holds {op.receipts_held} receipts, the most it keeps "
-            f"({limits.RECEIPTS_PER_OPERATION_MAX} plus one per attempt).",
-            field="receipt", limit=allowed,
+            f"This operation already holds {op.receipts_held} receipts, the most it keeps ({limits.RECEIPTS_PER_OPERATION_MAX} plus one per attempt).",
+            field="receipt",
+            limit=allowed,
         )
 
 
@@ -122,7 +136,9 @@ def _save(op: Operation, mission: Mission, ledger: list[dict[str, Any]], trip: R
     return op
 
 
-def _move(op: Operation, mission: Mission, ledger: list[dict[str, Any]], trip: RoundTrip, *, actor: Actor, to: str, action: str, fields: list[str]) -> Operation:
+def _move(
+    op: Operation, mission: Mission, ledger: list[dict[str, Any]], trip: RoundTrip, *, actor: Actor, to: str, action: str, fields: list[str]
+) -> Operation:
     machine.move(op, event=action, to=to, actor=actor, mission=mission, fields=("updated_at", *fields), key=op.key, trip=trip)
     return _save(op, mission, ledger, trip, f"operation.{to}")
 
@@ -139,8 +155,10 @@ def operation_attempt(*, actor: Actor, operation_id: int) -> Operation:
             raise run_ended(last.stop_reason if last else None)
         if op.attempts >= op.max_attempts:
             raise Conflict(
-                f"This operation has used all {op.max_attempts} attempts.", code="retry_budget_exhausted",
-                attempts=op.attempts, max_attempts=op.max_attempts,
+                f"This operation has used all {op.max_attempts} attempts.",
+                code="retry_budget_exhausted",
+                attempts=op.attempts,
+                max_attempts=op.max_attempts,
             )
         trip = RoundTrip()
         active = Run(pk=mission.active_run_id, mission=mission)
@@ -150,9 +168,7 @@ def operation_attempt(*, actor: Actor, operation_id: int) -> Operation:
         return _move(op, mission, ledger, trip, actor=actor, to=O.ATTEMPTED, action="attempt", fields=["attempts"])
 
 
-def operation_complete(
-    *, actor: Actor, operation_id: int, external_id: str, external_status: str, receipt: dict[str, Any] | None = None
-) -> Operation:
+def operation_complete(*, actor: Actor, operation_id: int, external_id: str, external_status: str, receipt: dict[str, Any] | None = None) -> Operation:
     _receipt_size(receipt)
     completion_hash = _hash({"external_id": external_id, "external_status": external_status, "receipt": receipt})
     with transaction.atomic():
@@ -169,7 +185,16 @@ def operation_complete(
         op.error = ""
         trip = RoundTrip()
         _event(op, "completed", trip, external_status=external_status, receipt=receipt)
-        return _move(op, mission, ledger, trip, actor=actor, to=O.COMPLETED, action="complete", fields=["external_id", "external_status", "receipt", "completion_hash", "error"])
+        return _move(
+            op,
+            mission,
+            ledger,
+            trip,
+            actor=actor,
+            to=O.COMPLETED,
+            action="complete",
+            fields=["external_id", "external_status", "receipt", "completion_hash", "error"],
+        )
 
 
 def operation_fail(*, actor: Actor, operation_id: int, error: str, retryable: bool) -> Operation:
@@ -199,7 +224,16 @@ def operation_observe(*, actor: Actor, operation_id: int, external_status: str, 
         _event(op, "observed", trip, external_status=external_status, receipt=receipt)
         # Not a status change: the audit states stay the operation's own, the external ones go in the data.
         audit(
-            actor=actor, mission=mission, entity="operation", entity_id=op.pk, action="observe", from_state=op.status,
-            to_state=op.status, key=op.key, external_status_from=previous, external_status=external_status, trip=trip,
+            actor=actor,
+            mission=mission,
+            entity="operation",
+            entity_id=op.pk,
+            action="observe",
+            from_state=op.status,
+            to_state=op.status,
+            key=op.key,
+            external_status_from=previous,
+            external_status=external_status,
+            trip=trip,
         )
         return _save(op, mission, ledger, trip, "operation.observed")

@@ -27,9 +27,7 @@ def pending_end(mission: Mission, *, actor: Actor, because: Literal["ended", "re
     now = timezone.now()
     for approval in mission.approvals.filter(status=ApprovalStatus.PENDING).order_by("id"):
         approval.decided_at = now
-        machine.move(
-            approval, event="expire", to=ApprovalStatus.EXPIRED, actor=actor, mission=mission, fields=("decided_at",)
-        )
+        machine.move(approval, event="expire", to=ApprovalStatus.EXPIRED, actor=actor, mission=mission, fields=("decided_at",))
     if because == ENDED:
         for milestone in mission.milestones.awaiting_review().order_by("id"):
             machine.move(milestone, event="withdraw", to=machine.MILESTONE_WITHDRAWN, actor=actor, mission=mission)

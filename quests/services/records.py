@@ -21,9 +21,7 @@ from quests.services.snapshots import state_changed
 
 
 @idempotency.retried_on_key_race
-def checkpoint_create(
-    *, actor: Actor, run_id: int, agent_state: dict[str, Any], note: str = "", key: str | None = None
-) -> tuple[Checkpoint, bool]:
+def checkpoint_create(*, actor: Actor, run_id: int, agent_state: dict[str, Any], note: str = "", key: str | None = None) -> tuple[Checkpoint, bool]:
     """The agent's checkpoint: lock, replay on key, fence, write, answer — two statements."""
     keyed = idempotency.keyed("checkpoints", key, {"agent_state": agent_state, "note": note})
     with transaction.atomic():
@@ -33,8 +31,15 @@ def checkpoint_create(
             return Checkpoint.objects.get(pk=replayed), True
         locking.refuse_unless_active(locked.run, locked.mission)
         checkpoint = savestate.take_checkpoint(
-            locked.mission, trigger="agent", run=locked.run, agent_state=agent_state, note=note, guarded=True,
-            stored=locked.head_parts(), beat=True, key=keyed,
+            locked.mission,
+            trigger="agent",
+            run=locked.run,
+            agent_state=agent_state,
+            note=note,
+            guarded=True,
+            stored=locked.head_parts(),
+            beat=True,
+            key=keyed,
         )
         return checkpoint, False
 
@@ -72,10 +77,19 @@ def record_create(
             blob = (sha256_hex(content), content)
             record.blob_id, record.archived = blob[0], True
             record.text = compaction.preview(text, settings.QUESTLOG_PREVIEW_CHARS)
-        record.pk, found, record.created_at = writes.record_write(writes.RecordRow(
-            mission_id=mission.pk, run_id=run.pk, kind=kind, text=record.text, data=data, size_bytes=record.size_bytes,
-            resolves=resolves, archived=record.archived, blob=blob,
-        ))
+        record.pk, found, record.created_at = writes.record_write(
+            writes.RecordRow(
+                mission_id=mission.pk,
+                run_id=run.pk,
+                kind=kind,
+                text=record.text,
+                data=data,
+                size_bytes=record.size_bytes,
+                resolves=resolves,
+                archived=record.archived,
+                blob=blob,
+            )
+        )
         if resolves is not None and not found:
             # Nothing is kept: the transaction rolls back with the error.
             raise InvalidInput("`resolves` must name a record of this mission.", field="resolves")

@@ -103,9 +103,7 @@ def run_end(
         take_checkpoint(mission, trigger="stop", run=run)
 
 
-def run_stop(
-    *, actor: Actor, run_id: int, reason: str, detail: str = "", retry_at: datetime | None = None
-) -> Run:
+def run_stop(*, actor: Actor, run_id: int, reason: str, detail: str = "", retry_at: datetime | None = None) -> Run:
     with transaction.atomic():
         locked = lock_run_for_write(actor, run_id)
         run, mission = locked.run, locked.mission

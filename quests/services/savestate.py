@@ -16,7 +16,7 @@ equal it (tests/test_properties_savestate.py checks that after random sequences 
 Two sections are made from the mission row itself when a checkpoint is written: `mission` (its
 title, status, …) and `archive` (how much compaction has moved out of active state)."""
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Set as AbstractSet
 from typing import Any
 
 from django.conf import settings
@@ -43,6 +43,7 @@ RECORD_SECTIONS = sections.RECORD_SECTIONS
 SECTIONS = sections.KEPT
 ZERO_TOTAL = {"notes": 0, "tool_outputs": 0, "bytes": 0}
 # --- The current document, kept up to date -------------------------------------------------------
+
 
 def record_change(kind: str, *, resolves: bool = False) -> str:
     """What a new record changes (`checkpoints.sections.CHANGES`): its own section, and any
@@ -99,6 +100,7 @@ def _drop_part(mission: Mission, name: str) -> None:
 # The ledger is kept in chunks (checkpoints.sections): a change to one operation rewrites the
 # chunk that holds it, a new operation the last chunk, whatever the length of the ledger.
 
+
 def read_ledger(trip: RoundTrip, mission: Mission, operation_id: int | None = None) -> Selected:
     """Add to `trip` the read of the ledger rows a change rewrites: the chunk that holds
     `operation_id`, or (None: an operation planned in this trip, before this read) the last chunk
@@ -122,7 +124,7 @@ def apply_ledger(mission: Mission, rows: list[dict[str, Any]], *, whole: bool = 
     for name, value in made.items():
         _set_part(mission, name, value, stored_at_once=True)
     firsts = set() if whole else set(report["ledger"])
-    report["ledger"] = sorted(firsts | {sections.chunk_of(name)[1] for name in made})
+    report["ledger"] = sorted(firsts | {chunk[1] for name in made if (chunk := sections.chunk_of(name)) is not None})
 
 
 def ledger_row(op: Operation) -> dict[str, Any]:
@@ -200,6 +202,7 @@ def _report(mission: Mission) -> dict[str, Any]:
 
 # --- The full rebuild -------------------------------------------------------------------------------
 
+
 def state_document(mission: Mission) -> dict[str, Any]:
     """The state document rebuilt from the tables, with no side effect: what the current document
     must equal at every moment."""
@@ -207,7 +210,7 @@ def state_document(mission: Mission) -> dict[str, Any]:
     read = read_sections(trip, mission.pk, SECTIONS)
     counts = trip.select(archive_counts(mission.pk))
     trip.run()
-    document = {name: section_value(name, step.rows) for name, step in read.items() if name != "operations"}
+    document: dict[str, Any] = {name: section_value(name, step.rows) for name, step in read.items() if name != "operations"}
     document.update(sections.chunks("operations", list(map(sections.operation_item, read["operations"].rows))))
     row = counts.rows[0] if counts.rows else {}
     document["archive"] = {"notes": row.get("notes", 0), "tool_outputs": row.get("tool_outputs", 0), "bytes": row.get("bytes") or 0}
@@ -235,6 +238,7 @@ def current_document(mission: Mission) -> tuple[dict[str, str], dict[str, bytes]
 
 # --- Checkpoints ------------------------------------------------------------------------------------
 
+
 def take_checkpoint(
     mission: Mission,
     *,
@@ -244,7 +248,7 @@ def take_checkpoint(
     agent_parts: tuple[dict[str, str], dict[str, bytes], int] | None = None,
     note: str = "",
     guarded: bool = False,
-    stored: set[str] = frozenset(),
+    stored: AbstractSet[str] = frozenset(),
     beat: bool = False,
     key: writes.Key | None = None,
 ) -> Checkpoint:
@@ -259,8 +263,16 @@ def take_checkpoint(
         # A restore sets records aside, so the archive totals are counted again too.
         sections_refresh(mission, recount=True)
     return _write(
-        mission, trigger=trigger, run=run, agent_state=agent_state, agent_parts=agent_parts, note=note,
-        guarded=guarded, stored=stored, beat=beat, key=key,
+        mission,
+        trigger=trigger,
+        run=run,
+        agent_state=agent_state,
+        agent_parts=agent_parts,
+        note=note,
+        guarded=guarded,
+        stored=stored,
+        beat=beat,
+        key=key,
     )
 
 
@@ -305,7 +317,7 @@ def _write(
     note: str = "",
     guarded: bool = False,
     archived: "compaction.Archived | None" = None,
-    stored: set[str] = frozenset(),
+    stored: AbstractSet[str] = frozenset(),
     beat: bool = False,
     key: writes.Key | None = None,
 ) -> Checkpoint:
@@ -350,10 +362,22 @@ def _write(
     )
     written = writes.checkpoint_write(row, beat_run_id=run.pk if beat and run else None, key=key, key_owner_id=mission.owner_id)
     checkpoint = Checkpoint(
-        id=written.id, created_at=written.created_at, mission_id=mission.pk, run_id=row.run_id, parent_id=row.parent_id,
-        seq=row.seq, trigger=trigger, hash=row.hash, note=note, state_refs=refs, agent_state_refs=agent_refs,
-        record_watermark=row.record_watermark, size_bytes=row.size_bytes, agent_state_bytes=agent_size,
-        new_bytes=written.new_bytes, compaction_report=compaction_report,
+        id=written.id,
+        created_at=written.created_at,
+        mission_id=mission.pk,
+        run_id=row.run_id,
+        parent_id=row.parent_id,
+        seq=row.seq,
+        trigger=trigger,
+        hash=row.hash,
+        note=note,
+        state_refs=refs,
+        agent_state_refs=agent_refs,
+        record_watermark=row.record_watermark,
+        size_bytes=row.size_bytes,
+        agent_state_bytes=agent_size,
+        new_bytes=written.new_bytes,
+        compaction_report=compaction_report,
     )
     checkpoint._state.adding, checkpoint._state.db = False, DEFAULT_DB_ALIAS
     if beat and run:

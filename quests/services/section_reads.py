@@ -59,11 +59,15 @@ def archive_counts(mission_id: int) -> QuerySet:
     """What compaction has moved out of active state on the mission's live branch: archived notes
     and raw tool outputs (archived when recorded), with their bytes."""
     moved = Q(kind=RecordKind.NOTE, archived=True) | Q(kind=RecordKind.TOOL_OUTPUT)
-    return Record.objects.filter(moved, mission_id=mission_id, abandoned=False).values("mission_id").annotate(
-        notes=Count("pk", filter=Q(kind=RecordKind.NOTE)),
-        tool_outputs=Count("pk", filter=Q(kind=RecordKind.TOOL_OUTPUT)),
-        bytes=Sum("size_bytes"),
-        watermark=Max("pk"),
+    return (
+        Record.objects.filter(moved, mission_id=mission_id, abandoned=False)
+        .values("mission_id")
+        .annotate(
+            notes=Count("pk", filter=Q(kind=RecordKind.NOTE)),
+            tool_outputs=Count("pk", filter=Q(kind=RecordKind.TOOL_OUTPUT)),
+            bytes=Sum("size_bytes"),
+            watermark=Max("pk"),
+        )
     )
 
 

@@ -31,9 +31,9 @@ from checkpoints import pruning, sections
 from checkpoints.models import Checkpoint, RetentionPolicy, SnapshotRequest, Trigger
 from quests.engine import writes
 from quests.models import Hold, Mission, Run
+from quests.services import savestate
 from quests.services.locking import lock_mission
 from quests.services.runs import stalled_runs
-from quests.services import savestate
 from quests.services.savestate import take_checkpoint_if_changed
 
 logger = logging.getLogger(__name__)
@@ -84,11 +84,21 @@ def state_changed(
     # quiet spell is taken at once; activity while a request is pending joins it.
     if mission.snapshot_claimed_at is not None:
         not_before = max(now, mission.snapshot_claimed_at + timedelta(seconds=settings.QUESTLOG_SNAPSHOT_INTERVAL))
-    request_id = writes.state_save(writes.StateSave(
-        mission_id=mission.pk, state_version=mission.state_version, state_refs=mission.state_refs,
-        state_pending=mission.state_pending, state_report=mission.state_report, snapshot_not_before=not_before,
-        key=key, key_owner_id=mission.owner_id, object_id=made_id, resolves=resolves, parts=unstored,
-    ))
+    request_id = writes.state_save(
+        writes.StateSave(
+            mission_id=mission.pk,
+            state_version=mission.state_version,
+            state_refs=mission.state_refs,
+            state_pending=mission.state_pending,
+            state_report=mission.state_report,
+            snapshot_not_before=not_before,
+            key=key,
+            key_owner_id=mission.owner_id,
+            object_id=made_id,
+            resolves=resolves,
+            parts=unstored,
+        )
+    )
     if request_id is not None:
         # The message goes out after commit; if publishing fails the sweep publishes it later.
         transaction.on_commit(lambda: snapshot_enqueue(request_id, not_before))
@@ -115,20 +125,14 @@ def snapshot_take(*, request_id: int) -> str:
     # The claim is a compare-and-set: of two workers holding the same message, one wins. A claim
     # older than QUESTLOG_SNAPSHOT_STALE_AFTER belongs to a worker presumed dead and is taken over.
     claimable = Q(status=PENDING, not_before__lte=now) | Q(status=CLAIMED, claimed_at__lt=now - _stale_after())
-    claimed = SnapshotRequest.objects.filter(claimable, pk=request_id).update(
-        status=CLAIMED, claimed_at=now, claim_token=token, attempts=F("attempts") + 1
-    )
+    claimed = SnapshotRequest.objects.filter(claimable, pk=request_id).update(status=CLAIMED, claimed_at=now, claim_token=token, attempts=F("attempts") + 1)
     if not claimed:
         return _not_claimed(request_id)
     try:
         with transaction.atomic():
             # The mission's row lock, as every writer of its save state takes it; the head comes
             # along because the snapshot is compared with it.
-            mission = (
-                Mission.objects.select_for_update(of=("self",))
-                .select_related("head_checkpoint")
-                .get(snapshot_requests__pk=request_id)
-            )
+            mission = Mission.objects.select_for_update(of=("self",)).select_related("head_checkpoint").get(snapshot_requests__pk=request_id)
             checkpoint = take_checkpoint_if_changed(mission, trigger=Trigger.BACKGROUND)
             outcome = "taken" if checkpoint else "unchanged"
             # The compare-and-set that closes the claim: if a sweep handed the request to another
@@ -136,7 +140,10 @@ def snapshot_take(*, request_id: int) -> str:
             # snapshot is rolled back, so the request is carried out once. The mission keeps the
             # claim's time: the next request's debounce counts from it.
             closed = SnapshotRequest.objects.filter(pk=request_id, status=CLAIMED, claim_token=token).update(
-                status=DONE, completed_at=timezone.now(), checkpoint=checkpoint, outcome=outcome,
+                status=DONE,
+                completed_at=timezone.now(),
+                checkpoint=checkpoint,
+                outcome=outcome,
             )
             if not closed:
                 raise _ClaimLost
@@ -192,13 +199,7 @@ def snapshots_prune(now: datetime | None = None) -> dict[str, int]:
     now = now or timezone.now()
     policy = RetentionPolicy.current()
     cutoff = now - timedelta(days=policy.snapshot_prune_days)
-    mission_ids = sorted(
-        set(
-            Checkpoint.objects.filter(trigger=Trigger.BACKGROUND, verified=False, created_at__lt=cutoff).values_list(
-                "mission_id", flat=True
-            )
-        )
-    )
+    mission_ids = sorted(set(Checkpoint.objects.filter(trigger=Trigger.BACKGROUND, verified=False, created_at__lt=cutoff).values_list("mission_id", flat=True)))
     held = _held_mission_ids(mission_ids)
     totals = {"missions": 0, "checkpoints": 0, "blobs": 0, "held_missions": len(held)}
     candidates: set[str] = set()
@@ -209,7 +210,7 @@ def snapshots_prune(now: datetime | None = None) -> dict[str, int]:
             mission = lock_mission(mission_id)
             result = pruning.checkpoints_prune(
                 mission_id=mission_id,
-                protected={mission.head_checkpoint_id, mission.last_verified_checkpoint_id} - {None},
+                protected={pk for pk in (mission.head_checkpoint_id, mission.last_verified_checkpoint_id) if pk is not None},
                 older_than=cutoff,
                 keep_newest=policy.snapshot_keep_newest,
             )

@@ -28,7 +28,11 @@ def standing_decision_make(*, actor: Actor, mission: Mission, approval: Approval
     replaced = StandingDecision.objects.filter(mission=mission, action=approval.action, revoked_at__isnull=True)
     replaced.update(revoked_at=now, revoked_by=actor.user)
     standing = StandingDecision.objects.create(
-        mission=mission, action=approval.action, decision=decision, note=approval.note, decided_by=actor.user,
+        mission=mission,
+        action=approval.action,
+        decision=decision,
+        note=approval.note,
+        decided_by=actor.user,
     )
     audit(actor=actor, mission=mission, entity="standing_decision", entity_id=standing.pk, action="make", to_state=decision, tool=approval.action)
     approval.always = True
@@ -38,9 +42,7 @@ def standing_decision_make(*, actor: Actor, mission: Mission, approval: Approval
     return standing
 
 
-def standing_decisions_apply(
-    *, actor: Actor, mission: Mission, approvals: list[Approval], standing: dict[str, StandingDecision] | None = None
-) -> None:
+def standing_decisions_apply(*, actor: Actor, mission: Mission, approvals: list[Approval], standing: dict[str, StandingDecision] | None = None) -> None:
     """Decide the pending `approvals` (of `mission`, locked by the caller) whose action has a
     standing decision, as that decision says, in its maker's name."""
     if standing is None:
@@ -57,8 +59,13 @@ def standing_decisions_apply(
         approval.decided_by_id = rule.decided_by_id
         approval.always = True
         machine.move(
-            approval, event=event, to=status, actor=actor, mission=mission,
-            fields=("decided_payload", "note", "decided_at", "decided_by", "always"), standing_decision=rule.pk,
+            approval,
+            event=event,
+            to=status,
+            actor=actor,
+            mission=mission,
+            fields=("decided_payload", "note", "decided_at", "decided_by", "always"),
+            standing_decision=rule.pk,
         )
 
 

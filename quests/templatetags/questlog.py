@@ -253,6 +253,4 @@ def counter(name: str, *field_id: Any) -> SafeString:
     """The hint under a field that states its limit (`name` in quests/limits.py); the field's id is
     `field_id` joined, the hint's that with "-count". static/js/questlog.js counts as the person types."""
     most = getattr(limits, name)
-    return format_html(
-        '<p class="hint counter" id="{}-count" data-limit="{}">Up to {} characters.</p>', "".join(map(str, field_id)), most, f"{most:,}"
-    )
+    return format_html('<p class="hint counter" id="{}-count" data-limit="{}">Up to {} characters.</p>', "".join(map(str, field_id)), most, f"{most:,}")

@@ -46,7 +46,7 @@ def checkpoint_detail(request: HttpRequest, pk: int) -> HttpResponse:
             "against": against,
             "changes": changes,
             "compare_error": error,
-            "compare_value": (raw_seq or "")[:NUMBER_DIGITS + 2] if error else (against.seq if against else ""),
+            "compare_value": (raw_seq or "")[: NUMBER_DIGITS + 2] if error else (against.seq if against else ""),
             "can_restore": machine.can(mission, "restore"),
         },
         status=422 if error else 200,

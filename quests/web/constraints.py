@@ -25,7 +25,10 @@ def constraint_add(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     get_or_404(request, Mission, pk)
     form = ConstraintForm(request.POST)
     return act(
-        request, origin=mission_url(pk), target=("constraint", "add"), form=form,
+        request,
+        origin=mission_url(pk),
+        target=("constraint", "add"),
+        form=form,
         do=lambda: missions.constraint_add(actor=actor(request), mission_id=pk, text=form.cleaned_data["text"]),
     )
 
@@ -36,7 +39,10 @@ def constraint_edit(request: HtmxHttpRequest, pk: int, cid: int) -> HttpResponse
     _constraint_or_404(request, pk, cid)
     form = ConstraintForm(request.POST)
     return act(
-        request, origin=mission_url(pk), target=("constraint", cid), form=form,
+        request,
+        origin=mission_url(pk),
+        target=("constraint", cid),
+        form=form,
         do=lambda: missions.constraint_edit(actor=actor(request), mission_id=pk, constraint_id=cid, text=form.cleaned_data["text"]),
     )
 
@@ -46,6 +52,8 @@ def constraint_edit(request: HtmxHttpRequest, pk: int, cid: int) -> HttpResponse
 def constraint_retire(request: HtmxHttpRequest, pk: int, cid: int) -> HttpResponse:
     _constraint_or_404(request, pk, cid)
     return act(
-        request, origin=mission_url(pk), target=("constraint", cid),
+        request,
+        origin=mission_url(pk),
+        target=("constraint", cid),
         do=lambda: missions.constraint_retire(actor=actor(request), mission_id=pk, constraint_id=cid),
     )

@@ -54,10 +54,14 @@ def inbox_context(request: HttpRequest, problem: Problem | None = None) -> dict[
         "problem_inline": problem is not None and problem.target in inline,
         # The forms send it as `next`: a decision answers with this same page of the inbox.
         "page_url": reverse("inbox") + (f"?{urlencode(query | ({'page': number} if number > 1 else {}))}" if query or number > 1 else ""),
-    } | ({} if narrowed.active else {
-        # The navigation shows the same count: handed on, it is not counted a second time.
-        "inbox_count": waiting.badge_count,
-    })
+    } | (
+        {}
+        if narrowed.active
+        else {
+            # The navigation shows the same count: handed on, it is not counted a second time.
+            "inbox_count": waiting.badge_count,
+        }
+    )
 
 
 @login_required
@@ -86,7 +90,11 @@ def approval_decide(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     def do() -> None:
         data = form.cleaned_data
         approvals.approval_decide(
-            actor=actor(request), approval_id=pk, decision=data["decision"], payload=data.get("payload_json"), note=data["note"],
+            actor=actor(request),
+            approval_id=pk,
+            decision=data["decision"],
+            payload=data.get("payload_json"),
+            note=data["note"],
             always=data["always"],
         )
 
@@ -111,7 +119,9 @@ def milestone_review(request: HtmxHttpRequest, pk: int) -> HttpResponse:
 def approval_undo(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     approval = get_or_404(request, Approval, pk)
     return act(
-        request, origin=mission_url(approval.mission_id), target=("undo", pk),
+        request,
+        origin=mission_url(approval.mission_id),
+        target=("undo", pk),
         do=lambda: approvals.approval_undo(actor=actor(request), approval_id=pk),
     )
 
@@ -120,6 +130,8 @@ def approval_undo(request: HtmxHttpRequest, pk: int) -> HttpResponse:
 @require_POST
 def standing_decision_revoke(request: HtmxHttpRequest, pk: int, sid: int) -> HttpResponse:
     return act(
-        request, origin=mission_url(pk), target=("standingdecision", sid),
+        request,
+        origin=mission_url(pk),
+        target=("standingdecision", sid),
         do=lambda: standing.standing_decision_revoke(actor=actor(request), mission_id=pk, standing_id=sid),
     )

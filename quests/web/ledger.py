@@ -19,11 +19,15 @@ def mission_ledger(request: HttpRequest, pk: int) -> HttpResponse:
     mission = get_or_404(request, Mission, pk)
     group = ledger_status(request.GET.get("status"))
     found = ledger_page(mission, group, request.GET.get("page"))
-    return render(request, "quests/ledger.html", {
-        "mission": mission,
-        "page": found,
-        "status": group,
-        "groups": list(STATUS_OF_GROUP),
-        # The pager's links keep the filter.
-        "query": urlencode({"status": group}) if group else "",
-    })
+    return render(
+        request,
+        "quests/ledger.html",
+        {
+            "mission": mission,
+            "page": found,
+            "status": group,
+            "groups": list(STATUS_OF_GROUP),
+            # The pager's links keep the filter.
+            "query": urlencode({"status": group}) if group else "",
+        },
+    )

@@ -30,7 +30,9 @@ def history_window(request: HttpRequest) -> selectors.HistoryWindow:
     Anything unreadable is the default."""
     params = request.GET
     return selectors.HistoryWindow(
-        at=query_number(params.get("at")), near=query_number(params.get("near")), before=query_number(params.get("before")),
+        at=query_number(params.get("at")),
+        near=query_number(params.get("near")),
+        before=query_number(params.get("before")),
     )
 
 
@@ -134,7 +136,9 @@ def mission_restore(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     if request.method == "POST" and form.is_valid() and form.cleaned_data["confirmed"]:
         checkpoint_id = form.cleaned_data["checkpoint"]
         return act(
-            request, origin=mission_url(pk), target=("restore", pk),
+            request,
+            origin=mission_url(pk),
+            target=("restore", pk),
             do=lambda: missions.mission_restore(actor=actor(request), mission_id=pk, checkpoint_id=checkpoint_id),
         )
     target = None

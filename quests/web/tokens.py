@@ -100,6 +100,8 @@ def _refused(request: HtmxHttpRequest, message: str) -> HttpResponse:
 @require_POST
 def token_revoke(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     return act(
-        request, origin=reverse("tokens"), target=("agenttoken", pk),
+        request,
+        origin=reverse("tokens"),
+        target=("agenttoken", pk),
         do=lambda: tokens.token_revoke(user=request.user, token_id=pk),
     )

@@ -96,9 +96,7 @@ def board_searched_with_no_result(world):
 
 
 def board_page_two(world):
-    Mission.objects.bulk_create(
-        Mission(owner=world.user, title=f"Quest {n}", objective=f"Objective {n}") for n in range(30)
-    )
+    Mission.objects.bulk_create(Mission(owner=world.user, title=f"Quest {n}", objective=f"Objective {n}") for n in range(30))
     signed_in(world, "/?page=2")
 
 
@@ -107,14 +105,22 @@ def mission_running_then_waiting_on_you(world):
     agent = agent_for(world.user)
     mission, run = running(world.user, agent=agent)
     approvals.milestone_claim(
-        actor=agent, run_id=run.pk, kind="research_complete", title="Venues shortlisted",
-        summary="Two venues under budget.", gate=False, agent_state={"step": "plan"},
+        actor=agent,
+        run_id=run.pk,
+        kind="research_complete",
+        title="Venues shortlisted",
+        summary="Two venues under budget.",
+        gate=False,
+        agent_state={"step": "plan"},
     )
     signed_in(world, f"/missions/{mission.pk}/")
     expect(world.page.locator("#mission-status")).to_have_text("Running")
     assert_no_violations(world.page)
     approvals.approval_request(
-        actor=agent, run_id=run.pk, action="deploy to production", payload={"environment": "production"},
+        actor=agent,
+        run_id=run.pk,
+        action="deploy to production",
+        payload={"environment": "production"},
         reason="Deploying changes the public site.",
     )
     world.open_page(f"/missions/{mission.pk}/")
@@ -335,7 +341,9 @@ def settings_page(world):
 def settings_with_a_form_error(world):
     signed_in(world, "/settings/")
     # A zone the list does not offer, as a stale page or a crafted form would send it.
-    world.page.evaluate("() => { const o = document.createElement('option'); o.value = 'Mars/Olympus'; o.text = 'Mars'; document.getElementById('time-zone').append(o); }")
+    world.page.evaluate(
+        "() => { const o = document.createElement('option'); o.value = 'Mars/Olympus'; o.text = 'Mars'; document.getElementById('time-zone').append(o); }"
+    )
     world.page.get_by_label("Time zone").select_option("Mars/Olympus")
     world.page.get_by_role("button", name="Save").click()
     expect(world.page.get_by_role("alert")).to_contain_text("is not a time zone we know")

@@ -50,8 +50,13 @@ def test_the_inbox_tokens_and_login_pages_run_under_the_policy_without_a_violati
     field = page.get_by_label("Your new token")
     expect(field).to_be_visible()
     field.focus()  # selects the token, now from static/js/questlog.js rather than an inline handler
-    assert page.evaluate("() => window.getSelection().toString() || document.activeElement.value.slice("
-                         "document.activeElement.selectionStart, document.activeElement.selectionEnd)") == field.input_value()
+    assert (
+        page.evaluate(
+            "() => window.getSelection().toString() || document.activeElement.value.slice("
+            "document.activeElement.selectionStart, document.activeElement.selectionEnd)"
+        )
+        == field.input_value()
+    )
     page.context.clear_cookies()
     open_page("/accounts/login/")
     expect(page.get_by_label("Username")).to_be_visible()

@@ -57,12 +57,21 @@ def mission_with_everything_to_do(user) -> tuple[Mission, Approval, Milestone]:
     mission, run = running(user, "Book the Lisbon trip", agent=agent)
     records.checkpoint_create(actor=agent, run_id=run.pk, agent_state={"step": "search"})
     milestone, _ = approvals.milestone_claim(
-        actor=agent, run_id=run.pk, kind="research_complete", title="Venues shortlisted",
-        summary="Two venues under budget.", gate=False, agent_state={"step": "plan"},
+        actor=agent,
+        run_id=run.pk,
+        kind="research_complete",
+        title="Venues shortlisted",
+        summary="Two venues under budget.",
+        gate=False,
+        agent_state={"step": "plan"},
     )
     approval, _ = approvals.approval_request(
-        actor=agent, run_id=run.pk, action="deploy to production", payload={"environment": "production"},
-        reason="Deploying changes the public site.", agent_state={"step": "deploy"},
+        actor=agent,
+        run_id=run.pk,
+        action="deploy to production",
+        payload={"environment": "production"},
+        reason="Deploying changes the public site.",
+        agent_state={"step": "deploy"},
     )
     return mission, approval, milestone
 

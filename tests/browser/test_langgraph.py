@@ -67,7 +67,11 @@ def test_a_person_answers_a_nodes_questions_one_after_another_in_the_browser(pag
 
         # The node's second question: the mission page says which question the graph waits on.
         approve_on_the_mission_page(
-            page, open_page, mission_id, "send the invitations", "The graph waits on question 2 of its node book_and_invite; the earlier ones are decided.",
+            page,
+            open_page,
+            mission_id,
+            "send the invitations",
+            "The graph waits on question 2 of its node book_and_invite; the earlier ones are decided.",
         )
 
         result = graph.invoke(saver.resume_command(config()), config())

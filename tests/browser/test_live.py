@@ -24,8 +24,13 @@ def running_with_milestone(user):
     agent = agent_for(user)
     mission, run = running(user, agent=agent)
     milestone, _ = approvals.milestone_claim(
-        actor=agent, run_id=run.pk, kind="research_complete", title="Sources gathered",
-        summary="Twelve sources.", gate=False, agent_state={"step": "sources"},
+        actor=agent,
+        run_id=run.pk,
+        kind="research_complete",
+        title="Sources gathered",
+        summary="Twelve sources.",
+        gate=False,
+        agent_state={"step": "sources"},
     )
     return mission, run, milestone, agent
 
@@ -177,8 +182,12 @@ def test_the_inbox_badge_follows_on_another_page(page, open_page, login, alice):
     badge = page.locator("#inbox-count")
     expect(badge).to_have_attribute("data-count", "0")
     approvals.approval_request(
-        actor=agent, run_id=run.pk, action="send the newsletter", payload={"list": "all"},
-        reason="It goes to every subscriber.", agent_state={"step": "send"},
+        actor=agent,
+        run_id=run.pk,
+        action="send the newsletter",
+        payload={"list": "all"},
+        reason="It goes to every subscriber.",
+        agent_state={"step": "send"},
     )
     expect(badge).to_have_attribute("data-count", "1")
     expect(badge).to_contain_text("1")

@@ -23,8 +23,14 @@ def test_a_full_quest_through_mcp_with_an_approval_decided_in_chromium(page, ope
 
     first = McpHost.configured(config)
     try:
-        mission_id = ok(first.call("create_mission", title="Invite the team", objective="Book the lodge, then invite everyone once.",
-                                   constraints=["Invitations only after a person approves them"]))["mission_id"]
+        mission_id = ok(
+            first.call(
+                "create_mission",
+                title="Invite the team",
+                objective="Book the lodge, then invite everyone once.",
+                constraints=["Invitations only after a person approves them"],
+            )
+        )["mission_id"]
         run_id = ok(first.call("start_run", mission_id=mission_id, agent="desktop"))["run_id"]
         ok(first.call("add_record", run_id=run_id, kind="decision", text="Lakeside Lodge for 12"))
         hold = {"key": "book-lodge", "kind": "reservation.book", "target": "lakeside", "request": {"people": 12}}
@@ -32,8 +38,9 @@ def test_a_full_quest_through_mcp_with_an_approval_decided_in_chromium(page, ope
         assert go["status"] == "go"
         ok(first.call("complete_operation", operation_id=go["operation_id"], external_id="B-12", external_status="booked"))
         ok(first.call("save_checkpoint", run_id=run_id, agent_state={"next": "invitations"}))
-        asked = ok(first.call("request_approval", run_id=run_id, action="send the invitations",
-                              payload={"to": "team@example.com"}, reason="emails cannot be unsent"))
+        asked = ok(
+            first.call("request_approval", run_id=run_id, action="send the invitations", payload={"to": "team@example.com"}, reason="emails cannot be unsent")
+        )
         assert asked["status"] == "pending"
     finally:
         first.close()  # the session ends, as a host's conversation does
@@ -46,8 +53,16 @@ def test_a_full_quest_through_mcp_with_an_approval_decided_in_chromium(page, ope
     second = McpHost.configured(config)
     try:
         briefing = second.prompt(mission_id)
-        for expected in ("Book the lodge, then invite everyone once.", "Invitations only after a person approves them",
-                         "Lakeside Lodge for 12", "`book-lodge`", "B-12", "send the invitations (approval", "approved", '"next":"invitations"'):
+        for expected in (
+            "Book the lodge, then invite everyone once.",
+            "Invitations only after a person approves them",
+            "Lakeside Lodge for 12",
+            "`book-lodge`",
+            "B-12",
+            "send the invitations (approval",
+            "approved",
+            '"next":"invitations"',
+        ):
             assert expected in briefing, expected
         run_id = ok(second.call("start_run", mission_id=mission_id, agent="desktop"))["run_id"]
         again = ok(second.call("begin_operation", run_id=run_id, **hold))

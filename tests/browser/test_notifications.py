@@ -50,8 +50,13 @@ def test_a_person_manages_webhooks_and_preferences_on_the_page(page, open_page, 
     page.get_by_role("button", name="Save choices").click()
     expect(page.get_by_role("status").filter(has_text="choices are saved")).to_be_visible()
     assert dict(NotificationPreference.objects.values_list("kind", "mode")) == {
-        "approval.requested": "off", "approval.expiring": "immediately", "milestone.awaiting_review": "immediately",
-        "mission.blocked": "digest", "mission.failed": "digest", "mission.completed": "immediately", "run.stalled": "digest",
+        "approval.requested": "off",
+        "approval.expiring": "immediately",
+        "milestone.awaiting_review": "immediately",
+        "mission.blocked": "digest",
+        "mission.failed": "digest",
+        "mission.completed": "immediately",
+        "run.stalled": "digest",
     }
     expect(page.get_by_role("radio", name="A quest is completed: Immediately")).to_be_checked()
 

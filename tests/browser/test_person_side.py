@@ -44,6 +44,7 @@ def log_in_with_the_form(page) -> None:
 
 # --- 1. A decision after the session ended -----------------------------------------------------------
 
+
 def test_a_decision_after_logging_out_in_another_tab_leads_to_the_login_and_back_to_make_it_again(page, context, open_page, login, alice, width):
     mission, approval = waiting_on_approval(alice)
     login(alice)
@@ -76,6 +77,7 @@ def test_a_decision_after_logging_out_in_another_tab_leads_to_the_login_and_back
 
 # --- 2. The API docs --------------------------------------------------------------------------------
 
+
 def test_the_api_docs_page_lists_the_operations_under_the_content_security_policy(page, open_page, width):
     blocked = []
     page.on("console", lambda message: blocked.append(message.text) if "Content Security Policy" in message.text else None)
@@ -91,6 +93,7 @@ def test_the_api_docs_page_lists_the_operations_under_the_content_security_polic
 
 # --- 3. The mission page's ledger ------------------------------------------------------------------------
 
+
 def test_the_mission_pages_ledger_keeps_its_columns_with_long_receipts_and_external_ids(page, open_page, login, alice, width):
     mission, run = running(alice)
     long_receipt = {
@@ -100,9 +103,15 @@ def test_the_mission_pages_ledger_keeps_its_columns_with_long_receipts_and_exter
     }
     Operation.objects.bulk_create(
         Operation(
-            mission=mission, key=f"send-invite-{n}-2026-12-03T17:30:00Z-to-the-whole-team", request_hash="0" * 64, kind="email.send",
-            target="team-offsite-2026@lists.example.com", status="completed", attempts=1,
-            external_id=f"0100019384ab6c7d-1f2e3d4c-5b6a-7988-a1b2-c3d4e5f6a7b8-00000{n}", receipt=long_receipt,
+            mission=mission,
+            key=f"send-invite-{n}-2026-12-03T17:30:00Z-to-the-whole-team",
+            request_hash="0" * 64,
+            kind="email.send",
+            target="team-offsite-2026@lists.example.com",
+            status="completed",
+            attempts=1,
+            external_id=f"0100019384ab6c7d-1f2e3d4c-5b6a-7988-a1b2-c3d4e5f6a7b8-00000{n}",
+            receipt=long_receipt,
         )
         for n in range(3)
     )
@@ -134,6 +143,7 @@ def test_the_mission_pages_ledger_keeps_its_columns_with_long_receipts_and_exter
 
 # --- 4. The checkpoint picture of a short history ---------------------------------------------------------
 
+
 def test_the_checkpoint_picture_of_a_short_history_shows_the_current_checkpoint_at_every_width(page, open_page, login, alice, width):
     agent = agent_for(alice)
     mission, run = running(alice, agent=agent)
@@ -158,6 +168,7 @@ def test_the_checkpoint_picture_of_a_short_history_shows_the_current_checkpoint_
 
 # --- 5. The correction rule ----------------------------------------------------------------------------
 
+
 def test_approving_a_milestone_with_a_correction_binds_the_agent(page, open_page, login, alice, width):
     mission, milestone = waiting_on_gate(alice)
     login(alice)
@@ -177,6 +188,7 @@ def test_approving_a_milestone_with_a_correction_binds_the_agent(page, open_page
 
 
 # --- 8. Times in the person's zone ----------------------------------------------------------------------
+
 
 def test_times_show_in_the_browsers_time_zone_with_its_name(browser, live_server, alice, width):
     mission, approval = waiting_on_approval(alice)
@@ -204,6 +216,7 @@ def test_times_show_in_the_browsers_time_zone_with_its_name(browser, live_server
 
 
 # --- 7. The inbox's order ---------------------------------------------------------------------------------
+
 
 def test_the_inbox_lists_what_blocks_an_agent_first_then_by_deadline(page, open_page, login, alice, width):
     agent = agent_for(alice)

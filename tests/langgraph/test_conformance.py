@@ -20,10 +20,7 @@ def test_every_capability_is_detected():
 
 def test_it_passes_the_conformance_suite_at_the_full_level(live_server, django_user_model, capsys):
     # A new user for each capability suite: the suite reuses thread ids across its suites.
-    tokens = [
-        token_create(user=django_user_model.objects.create_user(f"graph-{n}", password="x"), name="conformance")[1]
-        for n in range(len(ALL_CAPABILITIES))
-    ]
+    tokens = [token_create(user=django_user_model.objects.create_user(f"graph-{n}", password="x"), name="conformance")[1] for n in range(len(ALL_CAPABILITIES))]
 
     @checkpointer_test(name="QuestlogSaver")
     async def questlog_saver():

@@ -50,8 +50,13 @@ def history(graph, thread: dict) -> list[Any]:
     """The thread's checkpoints newest first: what made each one, its step, values and next nodes,
     and the interrupts its tasks wait on (in any order: parallel tasks ask in the order they finish)."""
     return [
-        (state.metadata.get("source"), state.metadata.get("step"), shown(state.values), state.next,
-         sorted(repr(shown(item.value)) for item in state.interrupts))
+        (
+            state.metadata.get("source"),
+            state.metadata.get("step"),
+            shown(state.values),
+            state.next,
+            sorted(repr(shown(item.value)) for item in state.interrupts),
+        )
         for state in graph.get_state_history(thread)
     ]
 

@@ -26,9 +26,24 @@ def run_the_example(url: str, token: str, service_path: Path, decide: Decide) ->
     """Run the script until it waits, let `decide` act as the person, and answer the final state
     it printed and the mission's status."""
     script = subprocess.Popen(
-        [sys.executable, "examples/langgraph_offsite.py", "--url", url, "--token", token,
-         "--service", str(service_path), "--thread", "offsite-test", "--poll", "0.1"],
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        [
+            sys.executable,
+            "examples/langgraph_offsite.py",
+            "--url",
+            url,
+            "--token",
+            token,
+            "--service",
+            str(service_path),
+            "--thread",
+            "offsite-test",
+            "--poll",
+            "0.1",
+        ],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     person = PersonSession(url, "alice", "alice-password")
     try:
@@ -47,7 +62,7 @@ def run_the_example(url: str, token: str, service_path: Path, decide: Decide) ->
         decide(person, approval)
         out, err = script.communicate(timeout=120)
         assert script.returncode == 0, out + err
-        return json.loads(out[out.index("{"):]), person.mission(mission_id)["status"]
+        return json.loads(out[out.index("{") :]), person.mission(mission_id)["status"]
     finally:
         person.close()
         if script.poll() is None:

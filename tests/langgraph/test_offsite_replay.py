@@ -45,8 +45,9 @@ def test_the_offsite_graph_resumes_cleanly_after_a_crash_at_every_step(live_serv
 def test_a_graph_whose_node_ignores_its_stored_receipt_is_caught(live_server, alice, settings):
     settings.QUESTLOG_HEARTBEAT_TIMEOUT = 1
     _, token = token_create(user=alice, name="replaycheck")
-    scenario = Scenario("careless-graph", agent="tests.langgraph.careless_graph:careless_graph_agent",
-                        mission={"title": "Invite the team", "objective": "Send one invitation."})
+    scenario = Scenario(
+        "careless-graph", agent="tests.langgraph.careless_graph:careless_graph_agent", mission={"title": "Invite the team", "objective": "Send one invitation."}
+    )
 
     report = replaycheck(scenario, base_url=live_server.url, token=token, username="alice", password="alice-password", jobs=3)
 

@@ -19,11 +19,16 @@ def save(agent, thread_id: str, step: int, parent: str | None) -> str:
     graph_id = f"1f0{step:013d}-{uuid.uuid4().hex[:8]}"
     versions = {name: f"{step + 1 if name == 'k00' or step == 0 else 1:032d}.0" for name in CHANNELS}
     changed = CHANNELS if step == 0 else {"k00": {"type": "json", "data": {"step": step}}}
-    response = agent.post("langgraph/checkpoints", {
-        "thread_id": thread_id, "checkpoint": {"v": 4, "id": graph_id, "ts": "2026-12-03T00:00:00+00:00", "channel_versions": versions, "versions_seen": {}},
-        "metadata": {"source": "loop", "step": step}, "parent_checkpoint_id": parent,
-        "channels": {name: {"version": versions[name], "value": value} for name, value in changed.items()},
-    })
+    response = agent.post(
+        "langgraph/checkpoints",
+        {
+            "thread_id": thread_id,
+            "checkpoint": {"v": 4, "id": graph_id, "ts": "2026-12-03T00:00:00+00:00", "channel_versions": versions, "versions_seen": {}},
+            "metadata": {"source": "loop", "step": step},
+            "parent_checkpoint_id": parent,
+            "channels": {name: {"version": versions[name], "value": value} for name, value in changed.items()},
+        },
+    )
     assert response.status_code == 201, response.content
     return graph_id
 
@@ -70,9 +75,14 @@ def test_delta_history_walks_the_whole_chain_with_a_query_per_hundred_ancestors(
 
 def test_delta_history_ends_a_chain_that_comes_back_on_itself(agent):
     # A client may name any id as a parent, the checkpoint's own included.
-    response = agent.post("langgraph/checkpoints", {
-        "thread_id": "loop", "checkpoint": {"v": 4, "id": "same", "channel_versions": {}}, "parent_checkpoint_id": "same",
-    })
+    response = agent.post(
+        "langgraph/checkpoints",
+        {
+            "thread_id": "loop",
+            "checkpoint": {"v": 4, "id": "same", "channel_versions": {}},
+            "parent_checkpoint_id": "same",
+        },
+    )
     assert response.status_code == 201, response.content
     answer = agent.get("langgraph/delta-history?thread_id=loop&checkpoint_id=same&channel=log")
     assert answer.status_code == 200 and answer.json()["channels"]["log"] == {"writes": [], "seed": None}

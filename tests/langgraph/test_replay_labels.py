@@ -16,8 +16,13 @@ def test_checkpoints_are_named_by_namespace_source_and_step_without_task_ids():
 
 
 def test_writes_are_named_by_node_and_channels_and_say_when_they_ask_a_person():
-    node = {"task_id": TASK, "task_path": "~__pregel_pull, approve", "checkpoint_ns": "",
-            "writes": [{"channel": "__interrupt__"}], "interrupts": [{"id": "abc", "action": "send"}]}
+    node = {
+        "task_id": TASK,
+        "task_path": "~__pregel_pull, approve",
+        "checkpoint_ns": "",
+        "writes": [{"channel": "__interrupt__"}],
+        "interrupts": [{"id": "abc", "action": "send"}],
+    }
     assert step_label("POST", "langgraph/writes", node, {"approvals": []}) == "langgraph writes approve: __interrupt__ (asks 1 approval)"
     resume = {"task_id": "00000000-0000-0000-0000-000000000000", "task_path": "", "writes": [{"channel": "__resume__"}], "interrupts": []}
     assert step_label("POST", "langgraph/writes", resume, {}) == "langgraph writes (command): __resume__"
@@ -39,8 +44,15 @@ def _bundle_event(at: float, approvals: list[dict]) -> dict:
 
 
 def test_an_approval_an_interrupt_asked_for_must_be_in_every_later_bundle():
-    asked = {"type": "step", "at": 1.0, "path": "langgraph/writes", "label": "langgraph writes approve: __interrupt__",
-             "sent": {"interrupts": [{"id": "abc"}]}, "answer": {"approvals": [{"id": 41, "status": "pending"}]}, "proc": "1"}
+    asked = {
+        "type": "step",
+        "at": 1.0,
+        "path": "langgraph/writes",
+        "label": "langgraph writes approve: __interrupt__",
+        "sent": {"interrupts": [{"id": "abc"}]},
+        "answer": {"approvals": [{"id": 41, "status": "pending"}]},
+        "proc": "1",
+    }
     baseline = Execution(None, steps=[asked["label"]])
     kept = Execution(1, events=[asked, _bundle_event(2.0, [{"id": 41, "status": "pending"}])])
     assert compare(baseline, kept).forgotten == 0
@@ -50,7 +62,14 @@ def test_an_approval_an_interrupt_asked_for_must_be_in_every_later_bundle():
 
 
 def test_approvals_asked_in_a_batch_are_followed_too():
-    asked = {"type": "step", "at": 1.0, "path": "runs/3/approvals/batch", "label": "POST runs/{id}/approvals/batch",
-             "sent": {}, "answer": {"items": [{"id": 5}, {"id": 6}]}, "proc": "1"}
+    asked = {
+        "type": "step",
+        "at": 1.0,
+        "path": "runs/3/approvals/batch",
+        "label": "POST runs/{id}/approvals/batch",
+        "sent": {},
+        "answer": {"items": [{"id": 5}, {"id": 6}]},
+        "proc": "1",
+    }
     row = compare(Execution(None, steps=[asked["label"]]), Execution(1, events=[asked, _bundle_event(2.0, [{"id": 5, "status": "pending"}])]))
     assert row.forgotten == 1 and row.details == ["approval 6 missing from a bundle"]

@@ -31,11 +31,13 @@ def plan(state: State) -> State:
 
 
 def ask(state: State) -> State:
-    answer = interrupt({
-        "action": "send the invitations",
-        "payload": {"to": "team@example.com", "plan": state["plan"]},
-        "reason": "Emails cannot be unsent.",
-    })
+    answer = interrupt(
+        {
+            "action": "send the invitations",
+            "payload": {"to": "team@example.com", "plan": state["plan"]},
+            "reason": "Emails cannot be unsent.",
+        }
+    )
     return {"answer": answer}
 
 

@@ -30,27 +30,49 @@ TASK_PATHS = ["", "~__pregel_pull, a", "~__pregel_push, 0"]
 WRITE_CHANNELS = ["a", "b", "__resume__", "__error__", "__scheduled__", "__interrupt__"]
 
 values = st.one_of(
-    st.integers(-5, 5), st.text(alphabet="xyz", max_size=3), st.none(),
-    st.lists(st.integers(0, 3), max_size=3), st.tuples(st.integers(0, 3), st.text(alphabet="xy", max_size=2)),
+    st.integers(-5, 5),
+    st.text(alphabet="xyz", max_size=3),
+    st.none(),
+    st.lists(st.integers(0, 3), max_size=3),
+    st.tuples(st.integers(0, 3), st.text(alphabet="xy", max_size=2)),
 )
 thread = st.integers(0, THREADS - 1)
 namespace = st.sampled_from(NAMESPACES)
 metadata_filter = st.sampled_from([None, {"source": "loop"}, {"source": "input"}, {"step": 1}, {"tag": "x"}, {"source": "loop", "step": 2}])
 
 saves = st.tuples(
-    st.just("put"), thread, namespace, st.booleans(), st.dictionaries(st.sampled_from(CHANNELS), st.one_of(values, st.just(...)), max_size=3),
-    st.sets(st.sampled_from(CHANNELS), max_size=1), st.sampled_from(["input", "loop", "update"]), st.integers(-1, 3), st.booleans(),
+    st.just("put"),
+    thread,
+    namespace,
+    st.booleans(),
+    st.dictionaries(st.sampled_from(CHANNELS), st.one_of(values, st.just(...)), max_size=3),
+    st.sets(st.sampled_from(CHANNELS), max_size=1),
+    st.sampled_from(["input", "loop", "update"]),
+    st.integers(-1, 3),
+    st.booleans(),
 )
 writes = st.tuples(
-    st.just("put_writes"), st.integers(-1, 7), st.sampled_from(TASKS), st.sampled_from(TASK_PATHS),
+    st.just("put_writes"),
+    st.integers(-1, 7),
+    st.sampled_from(TASKS),
+    st.sampled_from(TASK_PATHS),
     st.lists(st.tuples(st.sampled_from(WRITE_CHANNELS), values), min_size=1, max_size=5),
 )
 # Saves and writes twice as often as the rest: the reads and whole-thread moves need something to find.
 operations = st.one_of(
-    saves, writes, saves, writes,
+    saves,
+    writes,
+    saves,
+    writes,
     st.tuples(st.just("get_tuple"), thread, namespace, st.integers(-1, 5)),
-    st.tuples(st.just("list"), st.one_of(st.none(), thread), st.one_of(st.none(), namespace), metadata_filter,
-              st.one_of(st.none(), st.integers(0, 5)), st.one_of(st.none(), st.integers(1, 3))),
+    st.tuples(
+        st.just("list"),
+        st.one_of(st.none(), thread),
+        st.one_of(st.none(), namespace),
+        metadata_filter,
+        st.one_of(st.none(), st.integers(0, 5)),
+        st.one_of(st.none(), st.integers(1, 3)),
+    ),
     st.tuples(st.just("delta"), st.integers(-1, 7), st.sets(st.sampled_from(CHANNELS), min_size=1)),
     st.tuples(st.just("delete_thread"), thread),
     st.tuples(st.just("copy_thread"), thread, st.integers(THREADS, THREADS + 1)),
@@ -118,8 +140,13 @@ def put(world: World, savers: list, slot: int, ns: str, with_parent: bool, chang
     parent = ids[-1] if with_parent and ids else None
     checkpoint_id = world.next_id()
     checkpoint = {
-        "v": 4, "id": checkpoint_id, "ts": f"2026-01-01T00:00:{len(world.made):02d}+00:00", "channel_values": channel_values,
-        "channel_versions": versions, "versions_seen": {"__input__": {}}, "updated_channels": sorted(new_versions),
+        "v": 4,
+        "id": checkpoint_id,
+        "ts": f"2026-01-01T00:00:{len(world.made):02d}+00:00",
+        "channel_values": channel_values,
+        "channel_versions": versions,
+        "versions_seen": {"__input__": {}},
+        "updated_channels": sorted(new_versions),
     }
     metadata = {"source": source, "step": step, **({"tag": "x"} if tagged else {})}
     for saver in savers:
@@ -158,8 +185,11 @@ def step(world: World, savers: list, operation: tuple) -> None:
         if not ordered:
             limit = None  # which ones a limit keeps follows the order, which is not compared here
         answers = [
-            [item for item in plain_list(saver.list(config, filter=metadata, before=before_config, limit=limit), ordered=ordered)
-             if item["config"][0].startswith(world.prefix)]
+            [
+                item
+                for item in plain_list(saver.list(config, filter=metadata, before=before_config, limit=limit), ordered=ordered)
+                if item["config"][0].startswith(world.prefix)
+            ]
             for saver in savers
         ]
     elif kind == "delta":

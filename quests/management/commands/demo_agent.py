@@ -29,7 +29,9 @@ class Command(BaseCommand):
         logging.getLogger("httpx").setLevel(logging.WARNING)  # a line per request would drown the story
         base_url = base_url.rstrip("/")
         ql = Questlog(
-            base_url, token or self._token_for(user), poll_interval=poll,
+            base_url,
+            token or self._token_for(user),
+            poll_interval=poll,
             takeover_timeout=settings.QUESTLOG_HEARTBEAT_TIMEOUT + 30,
         )
         service = FakeService(settings.DATA_DIR / "fake_service.sqlite3")

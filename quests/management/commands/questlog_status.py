@@ -45,8 +45,7 @@ class Command(BaseCommand):
             return
         age = status["oldest_due_age_seconds"]
         lines = [
-            f"Snapshot requests pending: {status['pending']} "
-            f"({status['pending_due']} due, {status['pending_unpublished']} not yet published)",
+            f"Snapshot requests pending: {status['pending']} ({status['pending_due']} due, {status['pending_unpublished']} not yet published)",
             f"Oldest due request waiting: {'none' if age is None else f'{age:.0f} s'}",
             f"Snapshot requests claimed: {status['claimed']} ({status['claimed_stale']} by a worker gone silent)",
             f"Stalled runs (heartbeat too old): {status['stalled_runs']} of {status['active_runs']} active",

@@ -85,8 +85,15 @@ class Command(BaseCommand):
         bar = ProgressBar(self.stderr._out)
         try:
             return replaycheck(
-                scenario, base_url=base_url, token=token, username=username, password=password, points=opts["points"],
-                jobs=opts["jobs"], takeover_timeout=opts["takeover_timeout"], process_timeout=opts["process_timeout"],
+                scenario,
+                base_url=base_url,
+                token=token,
+                username=username,
+                password=password,
+                points=opts["points"],
+                jobs=opts["jobs"],
+                takeover_timeout=opts["takeover_timeout"],
+                process_timeout=opts["process_timeout"],
                 progress=bar,
             )
         except ValueError as exc:
@@ -94,8 +101,10 @@ class Command(BaseCommand):
 
     def _print(self, report: Report) -> None:
         out = self.stdout
-        out.write(f"\nScenario {report.scenario}: {len(report.baseline_steps)} steps and {report.baseline_effects} side effects uninterrupted "
-                  f"({report.baseline_seconds:.1f} s); {len(report.rows)} crash points checked in {report.seconds:.1f} s.\n")
+        out.write(
+            f"\nScenario {report.scenario}: {len(report.baseline_steps)} steps and {report.baseline_effects} side effects uninterrupted "
+            f"({report.baseline_seconds:.1f} s); {len(report.rows)} crash points checked in {report.seconds:.1f} s.\n"
+        )
         if report.rows:
             out.write(report.table())
         details = report.details()
@@ -162,8 +171,14 @@ def throwaway_database(env: dict[str, str], data_dir: Path):
         raise CommandError(f"replaycheck makes throwaway databases on PostgreSQL or SQLite, not {engine}; use --base-url.")
     db = settings.DATABASES["default"]
     name = f"{db['NAME']}_replay_{secrets.token_hex(4)}"[-63:]
-    admin: dict[str, Any] = {"host": db.get("HOST") or None, "port": db.get("PORT") or None, "user": db.get("USER") or None,
-             "password": db.get("PASSWORD") or None, "dbname": "postgres", "autocommit": True}
+    admin: dict[str, Any] = {
+        "host": db.get("HOST") or None,
+        "port": db.get("PORT") or None,
+        "user": db.get("USER") or None,
+        "password": db.get("PASSWORD") or None,
+        "dbname": "postgres",
+        "autocommit": True,
+    }
     with psycopg.connect(**admin) as conn:
         conn.execute(f'CREATE DATABASE "{name}"')
     env["DATABASE_URL"] = urlsplit(os.environ["DATABASE_URL"])._replace(path=f"/{name}").geturl()
@@ -194,9 +209,7 @@ def throwaway_servers(count: int, heartbeat_timeout: int, log):
     try:
         with throwaway_database(env, tmp / "data") as where:
             log.write(f"Throwaway database: {where}; migrating…")
-            prepared = subprocess.run(
-                [sys.executable, "manage.py", "replaycheck", "--prepare-throwaway"], cwd=root, env=env, capture_output=True, text=True
-            )
+            prepared = subprocess.run([sys.executable, "manage.py", "replaycheck", "--prepare-throwaway"], cwd=root, env=env, capture_output=True, text=True)
             if prepared.returncode != 0:
                 raise CommandError(f"Could not prepare the throwaway database:\n{prepared.stderr[-2000:]}")
             token = prepared.stdout.strip().splitlines()[-1]
@@ -224,7 +237,12 @@ def _start_server(root: Path, env: dict[str, str], log_path: Path, started: list
     with open(log_path, "wb") as out:
         server = subprocess.Popen(
             [sys.executable, "manage.py", "runserver", f"127.0.0.1:{port}", "--noreload"],
-            cwd=root, env=env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent,
+            cwd=root,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            preexec_fn=_die_with_parent,
         )
     started.append(server)
     return f"http://127.0.0.1:{port}"

@@ -96,8 +96,14 @@ def _save_retention(mission: Mission, *, actor: Actor, action: str, from_state: 
     mission.save(update_fields=["retention_approved_at", "expires_at", "updated_at"])
     _stamp_rows(mission.pk)
     audit(
-        actor=actor, mission=mission, entity="mission", entity_id=mission.pk, action=action,
-        from_state=from_state, to_state=to_state, expires_at=mission.expires_at.isoformat() if mission.expires_at else None,
+        actor=actor,
+        mission=mission,
+        entity="mission",
+        entity_id=mission.pk,
+        action=action,
+        from_state=from_state,
+        to_state=to_state,
+        expires_at=mission.expires_at.isoformat() if mission.expires_at else None,
     )
     return mission
 

@@ -48,8 +48,11 @@ def account_export(*, actor: Actor) -> Iterator[str]:
         "format": "questlog-export/1",
         "exported_at": _iso(timezone.now()),
         "user": {
-            "username": user.get_username(), "email": user.email, "first_name": user.first_name,
-            "last_name": user.last_name, "date_joined": _iso(user.date_joined),
+            "username": user.get_username(),
+            "email": user.email,
+            "first_name": user.first_name,
+            "last_name": user.last_name,
+            "date_joined": _iso(user.date_joined),
         },
         "missions": _each(Mission.objects.filter(owner=user).order_by("created_at", "id"), _mission_export),
         "memory": {
@@ -68,8 +71,13 @@ def _each(rows: QuerySet, export: Callable[[Any], Any]) -> Iterator[Any]:
 
 def _token_export(token: AgentToken) -> dict[str, Any]:
     return {
-        "id": token.pk, "name": token.name, "prefix": token.prefix, "mission_id": token.mission_id, "created_at": _iso(token.created_at),
-        "last_used_at": _iso(token.last_used_at), "revoked_at": _iso(token.revoked_at),
+        "id": token.pk,
+        "name": token.name,
+        "prefix": token.prefix,
+        "mission_id": token.mission_id,
+        "created_at": _iso(token.created_at),
+        "last_used_at": _iso(token.last_used_at),
+        "revoked_at": _iso(token.revoked_at),
     }
 
 
@@ -83,8 +91,10 @@ def _lifecycle(obj: Any, data: dict[str, Any]) -> dict[str, Any]:
     return {
         **data,
         "lifecycle": {
-            "created_at": _iso(obj.created_at), "retention_class": obj.retention_class,
-            "retention_approved_at": _iso(obj.retention_approved_at), "expires_at": _iso(obj.expires_at),
+            "created_at": _iso(obj.created_at),
+            "retention_class": obj.retention_class,
+            "retention_approved_at": _iso(obj.retention_approved_at),
+            "expires_at": _iso(obj.expires_at),
         },
     }
 
@@ -114,11 +124,14 @@ def _with_contents(rows: QuerySet, hashes: Callable[[Any], list[str]]) -> Iterat
 
 def _checkpoints_export(checkpoints: QuerySet) -> Iterator[dict[str, Any]]:
     for checkpoint, contents in _with_contents(checkpoints, _part_hashes):
-        yield _lifecycle(checkpoint, {
-            **dump(CheckpointOut, checkpoint),
-            "state": _stored_parts(checkpoint.state_refs, contents, state=True),
-            "agent_state": _stored_parts(checkpoint.agent_state_refs, contents),
-        })
+        yield _lifecycle(
+            checkpoint,
+            {
+                **dump(CheckpointOut, checkpoint),
+                "state": _stored_parts(checkpoint.state_refs, contents, state=True),
+                "agent_state": _stored_parts(checkpoint.agent_state_refs, contents),
+            },
+        )
 
 
 def _part_hashes(checkpoint: Checkpoint) -> list[str]:
@@ -139,18 +152,31 @@ def _records_export(records: QuerySet) -> Iterator[dict[str, Any]]:
 
 
 def _operation_export(op: Operation) -> dict[str, Any]:
-    return _lifecycle(op, {
-        **dump(OperationOut, op),
-        "events": [
-            {"event": e.event, "external_status": e.external_status or None, "receipt": e.receipt, "error": e.error or None,
-             "created_at": _iso(e.created_at)}
-            for e in op.events.all()
-        ],
-    })
+    return _lifecycle(
+        op,
+        {
+            **dump(OperationOut, op),
+            "events": [
+                {
+                    "event": e.event,
+                    "external_status": e.external_status or None,
+                    "receipt": e.receipt,
+                    "error": e.error or None,
+                    "created_at": _iso(e.created_at),
+                }
+                for e in op.events.all()
+            ],
+        },
+    )
 
 
 def _event_export(e: AuditEvent) -> dict[str, Any]:
     return {
-        "created_at": _iso(e.created_at), "actor": e.actor, "entity": e.entity, "entity_id": e.entity_id,
-        "action": e.action, "from_state": e.from_state, "to_state": e.to_state,
+        "created_at": _iso(e.created_at),
+        "actor": e.actor,
+        "entity": e.entity,
+        "entity_id": e.entity_id,
+        "action": e.action,
+        "from_state": e.from_state,
+        "to_state": e.to_state,
     }

@@ -32,7 +32,12 @@ def hold_place(*, actor: Actor, reason: str, mission_id: int | None = None, user
                 raise InvalidInput(f"There is no user “{username}”.", field="username")
         hold = Hold.objects.create(mission=mission, user=user, reason=reason, placed_by=actor.user)
         audit(
-            actor=actor, mission=mission, entity="hold", entity_id=hold.pk, action="place", to_state="active",
+            actor=actor,
+            mission=mission,
+            entity="hold",
+            entity_id=hold.pk,
+            action="place",
+            to_state="active",
             user=user.get_username() if user else None,
         )
         return hold

@@ -35,8 +35,13 @@ def retention_policy_update(*, actor: Actor, **values: int) -> RetentionPolicy:
         policy = RetentionPolicy.objects.create(**{**before, **values}, updated_by=actor.user)
         changed = {name: [before[name], getattr(policy, name)] for name in POLICY_FIELDS if before[name] != getattr(policy, name)}
         audit(
-            actor=actor, mission=None, entity="retention_policy", entity_id=policy.pk, action="update",
-            changes=changed, replaces=latest.pk,
+            actor=actor,
+            mission=None,
+            entity="retention_policy",
+            entity_id=policy.pk,
+            action="update",
+            changes=changed,
+            replaces=latest.pk,
         )
         return policy
 

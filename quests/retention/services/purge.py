@@ -69,12 +69,19 @@ def retention_purge(
     transaction that is rolled back, so its counts are what a real run would delete."""
     policy = RetentionPolicy.current()
     scope = PurgeScope(
-        as_of=as_of or timezone.now(), batch_size=max(policy.purge_batch_size, 1), actor=actor,
+        as_of=as_of or timezone.now(),
+        batch_size=max(policy.purge_batch_size, 1),
+        actor=actor,
         mission_ids=tuple(mission_ids) if mission_ids is not None else None,
     )
     log = PurgeLog.objects.create(
-        policy=policy, policy_snapshot={name: getattr(policy, name) for name in POLICY_FIELDS}, as_of=scope.as_of,
-        dry_run=dry_run, counts={}, trigger=trigger, actor=actor.label,
+        policy=policy,
+        policy_snapshot={name: getattr(policy, name) for name in POLICY_FIELDS},
+        as_of=scope.as_of,
+        dry_run=dry_run,
+        counts={},
+        trigger=trigger,
+        actor=actor.label,
     )
     try:
         if dry_run:
@@ -126,9 +133,7 @@ def purgeable_missions(scope: PurgeScope) -> QuerySet[Mission]:
 
 def _purge_mission_batch(scope: PurgeScope) -> Counter:
     # Locked rows are skipped: two purges running at once never work on the same mission.
-    ids = list(
-        purgeable_missions(scope).order_by("expires_at", "pk").select_for_update(skip_locked=True).values_list("pk", flat=True)[: scope.batch_size]
-    )
+    ids = list(purgeable_missions(scope).order_by("expires_at", "pk").select_for_update(skip_locked=True).values_list("pk", flat=True)[: scope.batch_size])
     if not ids:
         return Counter()
     return purge_missions(ids, actor=scope.actor)
@@ -144,8 +149,15 @@ def purge_missions(ids: list[int], *, actor: Actor) -> Counter:
     missions = list(Mission.objects.filter(pk__in=ids).values_list("pk", "status"))
     # The current save-state document goes too (its parts are released with the checkpoints').
     Mission.objects.filter(pk__in=ids).update(
-        head_checkpoint=None, last_verified_checkpoint=None, objective="", stop_detail="", retry_at=None, updated_at=now,
-        state_refs={}, state_pending={}, state_report={},
+        head_checkpoint=None,
+        last_verified_checkpoint=None,
+        objective="",
+        stop_detail="",
+        retry_at=None,
+        updated_at=now,
+        state_refs={},
+        state_pending={},
+        state_report={},
     )
     # A mission purged before keeps the date it was first purged.
     Mission.objects.filter(pk__in=ids, purged_at__isnull=True).update(purged_at=now)
@@ -184,8 +196,7 @@ def _delete(qs: QuerySet) -> int:
 
 def _scrub_audit(ids: list[int]) -> None:
     events = [
-        event for event in AuditEvent.objects.filter(mission_id__in=ids).only("pk", "data")
-        if any(key in (event.data or {}) for key in AUDIT_CONTENT_KEYS)
+        event for event in AuditEvent.objects.filter(mission_id__in=ids).only("pk", "data") if any(key in (event.data or {}) for key in AUDIT_CONTENT_KEYS)
     ]
     for event in events:
         event.data = {k: v for k, v in event.data.items() if k not in AUDIT_CONTENT_KEYS}
