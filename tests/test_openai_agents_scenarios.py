@@ -17,7 +17,7 @@ from questlog_client.openai_agents import RunStateStore
 from questlog_client.openai_agents.tools import APPROVED
 from questlog_client.people import PersonSession
 from tests.openai_agents_scenarios import SCENARIOS, Scenario, executions, in_memory, store_round
-from tests.test_openai_agents import alice_in_browser as person  # noqa: F401 (fixtures)
+from tests.test_openai_agents import alice_in_browser as person, token  # noqa: F401 (fixtures)
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
