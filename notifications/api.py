@@ -2,22 +2,25 @@
 services call `require_person`). Mounted on the one NinjaAPI by config/urls.py."""
 
 from datetime import datetime
-from typing import Literal
+from typing import Annotated, Literal
 
 from django.http import HttpRequest
 from ninja import Router, Schema, Status
+from pydantic import Field
 
 from notifications import services
+from notifications.models import EventKind
 from quests.api.auth import actor
 from quests.api.responses import ACT, BODY, READ, answers
-from quests.api.schemas import In, at_most, text
+from quests.api.schemas import In, text
 
 router = Router(tags=["webhooks"])
 
 
 class WebhookIn(In):
     url: text(max_length=2000)
-    events: at_most(text(max_length=40), 20)
+    # The kinds themselves, at least one: the document says what the server accepts.
+    events: Annotated[list[Literal[tuple(EventKind.values)]], Field(min_length=1, max_length=len(EventKind.values))]
     format: Literal["standard", "slack"] = "standard"
 
 
