@@ -1,3 +1,4 @@
+# Over 400 lines: one benchmark run must time every path in the same alternating rounds; its parts (ledger.py, rounds.py, common.py) are already split out.
 """Questlog against LangGraph's PostgresSaver (langgraph-checkpoint-postgres), in one process on one
 PostgreSQL, on one workload: an agent state of 20 top-level keys of ~500 B, one key changed per
 checkpoint. It prints each path's p50/p95 and rate, the ratios, and the goals of issue 10 with PASS

@@ -1,3 +1,4 @@
+# Over 400 lines on purpose for now: the mission page's reads move into the quests/selectors/ package (issue 25), one module per page group.
 """Read side of the mission page, at any size. The page shows windows of a mission's history, never
 all of it: the checkpoint tree around a chosen checkpoint, the newest runs and checkpoints of the
 timeline (paged by checkpoint number), the newest decided approvals and reviewed milestones with a

@@ -1,3 +1,4 @@
+# Over 400 lines: approvals and milestone reviews share the decision prologue and lock; the split by concern comes with issue 25's layout moves.
 """Approvals and milestones: the moments a person decides what may happen next."""
 
 import json

@@ -1,3 +1,4 @@
+# Over 400 lines: the ledger chunks were merged in this stop; the section reads already live in section_reads.py, the rest splits with issue 20's engine work.
 """A mission's save state: its state document, kept current section by section, and written as
 checkpoints.
 
