@@ -1,6 +1,7 @@
 """The agent API (API.md), built with django-ninja. Endpoints are thin: they validate the body,
 call one service, and shape the answer."""
 
+import copy
 from typing import Any
 
 from django.db.utils import InterfaceError, OperationalError
@@ -43,12 +44,19 @@ class StorableJsonParser(Parser):
 
 class QuestlogAPI(NinjaAPI):
     def get_openapi_schema(self, *args: Any, **kwargs: Any):
-        schema = super().get_openapi_schema(*args, **kwargs)
-        # Referenced by every free-form object of a request body (quests.api.schemas.JsonObject).
-        schema["components"].setdefault("schemas", {})["JsonValue"] = JSON_VALUE
-        _replace_markers(schema)
-        _json_query_parameters(schema)
-        return schema
+        # The document depends only on the code, yet building it takes seconds (pydantic builds a
+        # JSON schema per model): built once per process and prefix, and copied for each caller,
+        # so the docs page and a client that polls it cost a copy, not a build.
+        key = repr((args, sorted(kwargs.items())))
+        built = self.__dict__.setdefault("_openapi_built", {})
+        if key not in built:
+            schema = super().get_openapi_schema(*args, **kwargs)
+            # Referenced by every free-form object of a request body (quests.api.schemas.JsonObject).
+            schema["components"].setdefault("schemas", {})["JsonValue"] = JSON_VALUE
+            _replace_markers(schema)
+            _json_query_parameters(schema)
+            built[key] = schema
+        return copy.deepcopy(built[key])
 
 
 def _json_query_parameters(schema: dict[str, Any]) -> None:
