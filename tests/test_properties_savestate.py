@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings as hsettings, strategies as 
 from checkpoints import services as storage
 from checkpoints.models import Checkpoint, Operation, Record, SnapshotRequest
 from quests.models import Approval, Constraint, Milestone, Mission
-from quests.services import approvals, missions, operations, records, runs, savestate, snapshots
+from quests.services import approvals, milestones, missions, operations, records, runs, savestate, snapshots
 from quests.services.audit import Actor
 
 pytestmark = pytest.mark.django_db
@@ -76,7 +76,7 @@ class World:
                 for approval in Approval.objects.filter(mission=mission, status="pending"):
                     approvals.approval_decide(actor=self.person, approval_id=approval.pk, decision="approve")
                 for milestone in Milestone.objects.filter(mission=mission).gates_awaiting_review():
-                    approvals.milestone_review(actor=self.person, milestone_id=milestone.pk, action="approve")
+                    milestones.milestone_review(actor=self.person, milestone_id=milestone.pk, action="approve")
             mission = self.fresh()
             if mission.status == "paused":
                 missions.mission_unpause(actor=self.person, mission_id=mission.pk)
@@ -139,7 +139,7 @@ class World:
                     actor=self.person, approval_id=pending[0].pk, decision=decision, payload={"edited": n} if decision == "edit" else None
                 )
         elif action == "milestone":
-            approvals.milestone_claim(actor=self.agent, run_id=self.running(), kind="research_complete", title=f"Step {n}", gate=n % 2 == 0)
+            milestones.milestone_claim(actor=self.agent, run_id=self.running(), kind="research_complete", title=f"Step {n}", gate=n % 2 == 0)
         elif action == "pause_restore":
             mission = self.fresh()
             checkpoints = list(Checkpoint.objects.filter(mission=mission).order_by("seq"))

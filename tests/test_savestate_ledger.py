@@ -17,7 +17,7 @@ from checkpoints.models import Blob, Checkpoint, Operation
 from checkpoints.services import checkpoint_documents, checkpoint_write, document_hash, parts
 from quests.models import Approval, Milestone, Mission
 from quests.schemas import ApprovalOut, MilestoneOut, MissionSummaryOut, OperationOut, dump
-from quests.services import approvals, missions, operations, records, runs, savestate
+from quests.services import approvals, milestones, missions, operations, records, runs, savestate
 from quests.services.audit import Actor
 
 pytestmark = pytest.mark.django_db
@@ -182,7 +182,7 @@ def test_the_serialisers_give_the_bytes_format_1_gave(actor):
     op = plan(actor, run, 1)
     operations.operation_attempt(actor=actor, operation_id=op.pk)
     operations.operation_complete(actor=actor, operation_id=op.pk, external_id="X", external_status="ok", receipt={"p": [1, 2]})
-    approvals.milestone_claim(actor=actor, run_id=run.pk, kind="research_complete", title="Found it", gate=False)
+    milestones.milestone_claim(actor=actor, run_id=run.pk, kind="research_complete", title="Found it", gate=False)
     approvals.approval_request(actor=actor, run_id=run.pk, action="send", payload={"to": "x"}, reason="check")
     row = Operation.objects.get(pk=op.pk)
     assert sections.operation_item(savestate.ledger_row(row)) == dump(OperationOut, row, exclude=times)

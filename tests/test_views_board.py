@@ -8,7 +8,7 @@ from django.test.utils import CaptureQueriesContext
 
 from quests.models import Mission
 from quests.selectors import BOARD_PAGE_SIZE
-from quests.services import missions
+from quests.services import milestones, missions
 from tests.builders import agent_for, fast_password_hashing, new_mission, opening_tag, person, running, waiting_on_approval, waiting_on_gate  # noqa: F401
 
 pytestmark = pytest.mark.django_db
@@ -50,12 +50,11 @@ def test_it_shows_a_blocked_quest_with_its_retry_time(alice_client, alice, setti
 
 
 def test_progress_and_badges_come_from_approved_milestones_only(alice_client, alice):
-    from quests.services import approvals
 
     mission, milestone = waiting_on_gate(alice)
     body = alice_client.get("/").content.decode()
     assert "0 of 2 milestones approved" in body
-    approvals.milestone_review(actor=person(alice), milestone_id=milestone.pk, action="approve")
+    milestones.milestone_review(actor=person(alice), milestone_id=milestone.pk, action="approve")
     body = alice_client.get("/").content.decode()
     assert "1 of 2 milestones approved" in body
     assert "★</span> Venues shortlisted" in body

@@ -43,7 +43,7 @@ from quests.schemas import (
     RunOut,
     RunStartOut,
 )
-from quests.services import approvals, memory, missions, operations, records, runs
+from quests.services import approvals, memory, milestones, missions, operations, records, runs
 from quests.services.access import get_for, visible
 from quests.services.bundle import bundle_schema
 from quests.services.errors import PayloadTooLarge
@@ -218,7 +218,7 @@ def request_approvals(request: HttpRequest, run_id: int, body: ApprovalBatchIn):
 
 @router.post("/runs/{int:run_id}/milestones", response=answers(created_or_replayed(MilestoneOut), *CREATE))
 def claim_milestone(request: HttpRequest, run_id: int, body: MilestoneIn):
-    milestone, replayed = approvals.milestone_claim(
+    milestone, replayed = milestones.milestone_claim(
         actor=actor(request),
         run_id=run_id,
         kind=body.kind,

@@ -16,7 +16,7 @@ from quests import selectors
 from quests.context_processors import inbox_badge
 from quests.forms import DecisionForm, ReviewForm
 from quests.models import Approval, Milestone
-from quests.services import approvals, standing
+from quests.services import approvals, milestones, standing
 from quests.web import HtmxHttpRequest
 from quests.web.pages import Problem, act, actor, get_or_404, mission_url, page, query_number, render_page, unsent_problem
 
@@ -109,7 +109,7 @@ def milestone_review(request: HtmxHttpRequest, pk: int) -> HttpResponse:
 
     def do() -> None:
         data = form.cleaned_data
-        approvals.milestone_review(actor=actor(request), milestone_id=pk, action=data["action"], note=data["note"])
+        milestones.milestone_review(actor=actor(request), milestone_id=pk, action=data["action"], note=data["note"])
 
     return act(request, origin=mission_url(milestone.mission_id), target=("milestone", pk), form=form, do=do)
 
