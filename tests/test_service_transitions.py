@@ -16,10 +16,10 @@ from quests.models import (
     ReviewStatus as R,
     StopReason,
 )
+from quests.selectors.people import inbox_milestones
 from quests.services import approvals, machine, memory, milestones, missions, operations, records, runs
 from quests.services.audit import Actor
 from quests.services.errors import Conflict
-from quests.services.inbox import inbox_milestones
 from quests.services.tokens import token_create
 
 pytestmark = pytest.mark.django_db

@@ -7,7 +7,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from quests.models import Mission
-from quests.selectors import BOARD_PAGE_SIZE
+from quests.selectors.board import BOARD_PAGE_SIZE
 from quests.services import milestones, missions
 from tests.builders import agent_for, fast_password_hashing, new_mission, opening_tag, person, running, waiting_on_approval, waiting_on_gate  # noqa: F401
 
@@ -142,7 +142,7 @@ def test_it_polls_on_the_mission_pages_rule_quickly_while_one_runs_slowly_while_
 
 
 def test_a_poll_with_nothing_new_answers_204_and_a_change_answers_the_list(alice_client, alice):
-    from quests.selectors import board_version
+    from quests.selectors.board import board_version
 
     mission, run = running(alice)
     version = board_version(alice)
@@ -223,7 +223,7 @@ def poll(client, version: str, query: str = ""):
 def test_a_save_state_change_of_a_quest_on_the_page_answers_the_poll(alice_client, alice):
     """A record changes a quest's save state without a status change (no updated_at): the card
     may show something new, so the poll answers the list."""
-    from quests.selectors import board_version
+    from quests.selectors.board import board_version
     from quests.services import records
 
     mission, run = running(alice, "Shown quest")
@@ -233,7 +233,7 @@ def test_a_save_state_change_of_a_quest_on_the_page_answers_the_poll(alice_clien
 
 
 def test_a_save_state_change_of_a_quest_on_another_page_keeps_the_poll_quiet(alice_client, alice):
-    from quests.selectors import board_version
+    from quests.selectors.board import board_version
     from quests.services import records
 
     mission, run = running(alice, "Oldest activity")  # then pushed to page 2 by newer quests
@@ -250,7 +250,7 @@ def test_a_save_state_change_of_a_quest_on_another_page_keeps_the_poll_quiet(ali
 
 
 def test_the_version_the_page_carries_is_the_one_its_poll_compares(alice_client, alice):
-    from quests.selectors import board, board_version
+    from quests.selectors.board import board, board_version
 
     running(alice, "Flight")
     make_quests(alice, 3, title="Train")

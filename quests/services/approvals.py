@@ -11,8 +11,9 @@ from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
 from notifications import events as notify
-from quests import limits, statediff
+from quests import limits
 from quests.models import Approval, ApprovalStatus, AuditEvent, Milestone, Mission, MissionStatus, Run, StopReason
+from quests.selectors import compare
 from quests.services import idempotency, machine
 from quests.services.access import get_for, require_person
 from quests.services.audit import SYSTEM, Actor, audit_event
@@ -306,7 +307,7 @@ def person_act(subject: str, note: str, approval: Approval | None = None, decisi
     if approval is not None and decision == "edit":
         data["changes"] = [
             {"what": change.key, "before": _short(change.old), "after": _short(change.new)}
-            for change in statediff.diff({"payload": approval.payload}, {"payload": approval.decided_payload})[:HISTORY_CHANGES]
+            for change in compare.diff({"payload": approval.payload}, {"payload": approval.decided_payload})[:HISTORY_CHANGES]
         ]
     return data
 
