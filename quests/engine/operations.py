@@ -113,7 +113,7 @@ def operation_write(change: OperationChange) -> int | None:
     """Write the change: one statement on PostgreSQL. The new snapshot request's id, or None when
     one was pending already."""
     op, audit, save = change.operation, change.audit, change.save
-    params = {
+    params: dict[str, Any] = {
         "now": op.updated_at,
         "beat_run_id": change.beat_run_id,
         "operation_id": op.pk,

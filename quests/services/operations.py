@@ -64,17 +64,16 @@ def operation_plan(*, actor: Actor, run_id: int, key: str, kind: str, target: st
         return op, False
 
 
-def _locked_operation(actor: Actor, operation_id: int) -> tuple[Operation, Mission, list[dict[str, Any]]]:
+def _locked_operation(actor: Actor, operation_id: int) -> tuple[Operation, Mission, list[dict[str, Any]], int]:
     """The mission locked and, in the same statement, the operation (current, since it is read
-    under the lock), the receipts it holds (`receipts_held`, see `_receipt_room`) and the chunk of
+    under the lock), the receipts it holds (see `_receipt_room`) and the chunk of
     the ledger that holds it, which the change will rewrite (never the whole ledger: a receipt
     costs the same however long the ledger is)."""
     locked = ledger.lock_operation(caller(actor), operation_id) if actor.user is not None else None
     if locked is None:
         raise NotFound(f"No operation with id {operation_id}.")
     op, mission = locked.operation, locked.mission
-    op.receipts_held = locked.receipts_held
-    return op, mission, _ledger_read(mission, locked.ledger, operation_id)
+    return op, mission, _ledger_read(mission, locked.ledger, operation_id), locked.receipts_held
 
 
 def _ledger_read(mission: Mission, rows: list[dict[str, Any]], operation_id: int | None) -> list[dict[str, Any]]:
@@ -101,14 +100,14 @@ def _receipt_size(receipt: dict[str, Any] | None) -> None:
         )
 
 
-def _receipt_room(op: Any) -> None:  # an Operation with its `receipts_held` annotation
+def _receipt_room(op: Operation, held: int) -> None:
     """Receipts are never refused by the request rate, so their number is bounded here instead:
     RECEIPTS_PER_OPERATION_MAX, plus one for each attempt (every attempt may end in a receipt of
     its own, and attempts are rate-limited)."""
     allowed = limits.RECEIPTS_PER_OPERATION_MAX + op.attempts
-    if op.receipts_held >= allowed:
+    if held >= allowed:
         raise InvalidInput(
-            f"This operation already holds {op.receipts_held} receipts, the most it keeps ({limits.RECEIPTS_PER_OPERATION_MAX} plus one per attempt).",
+            f"This operation already holds {held} receipts, the most it keeps ({limits.RECEIPTS_PER_OPERATION_MAX} plus one per attempt).",
             field="receipt",
             limit=allowed,
         )
@@ -150,7 +149,7 @@ def _write(
 
 def operation_attempt(*, actor: Actor, operation_id: int) -> Operation:
     with transaction.atomic():
-        op, mission, rows = _locked_operation(actor, operation_id)
+        op, mission, rows, _ = _locked_operation(actor, operation_id)
         if op.is_terminal:
             if op.status == O.FAILED:
                 raise Conflict("This operation failed for good; plan a new one to try something else.", code="invalid_transition", status=op.status)
@@ -175,12 +174,12 @@ def operation_complete(*, actor: Actor, operation_id: int, external_id: str, ext
     _receipt_size(receipt)
     completion_hash = _hash({"external_id": external_id, "external_status": external_status, "receipt": receipt})
     with transaction.atomic():
-        op, mission, rows = _locked_operation(actor, operation_id)
+        op, mission, rows, held = _locked_operation(actor, operation_id)
         if op.status == O.COMPLETED:
             if op.completion_hash == completion_hash:
                 return op  # the same receipt again: a no-op
             machine.require(op, "complete")
-        _receipt_room(op)
+        _receipt_room(op, held)
         op.external_id = external_id
         op.external_status = external_status
         op.receipt = receipt
@@ -192,9 +191,9 @@ def operation_complete(*, actor: Actor, operation_id: int, external_id: str, ext
 
 def operation_fail(*, actor: Actor, operation_id: int, error: str, retryable: bool) -> Operation:
     with transaction.atomic():
-        op, mission, rows = _locked_operation(actor, operation_id)
+        op, mission, rows, held = _locked_operation(actor, operation_id)
         machine.require(op, "fail")
-        _receipt_room(op)
+        _receipt_room(op, held)
         op.error = error
         op.retryable = retryable
         moved = machine.moved(op, event="fail", to=O.FAILED, actor=actor, mission=mission, key=op.key)
@@ -205,8 +204,8 @@ def operation_observe(*, actor: Actor, operation_id: int, external_status: str, 
     """Record what later became of the external object (e.g. `confirmed` → `cancelled`)."""
     _receipt_size(receipt)
     with transaction.atomic():
-        op, mission, rows = _locked_operation(actor, operation_id)
-        _receipt_room(op)
+        op, mission, rows, held = _locked_operation(actor, operation_id)
+        _receipt_room(op, held)
         previous = op.external_status
         op.external_status = external_status
         if receipt is not None:
