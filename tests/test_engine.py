@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from django.db import connection
+from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
 from checkpoints.models import Blob, Checkpoint, Record
@@ -119,6 +120,90 @@ def test_each_hot_write_is_one_statement_after_its_lock(agent, run):
     with CaptureQueriesContext(connection) as captured:
         assert agent.post(f"runs/{run['id']}/heartbeat").status_code == 200
     assert len(engine_statements(captured)) == 1
+
+
+def _operation_calls(agent, run) -> list[tuple[str, str, dict]]:
+    """Plan, attempt, complete, observe; and another plan, attempt and fail: every operation call."""
+    first = agent.post(f"runs/{run['id']}/operations", {"key": "op-1", "kind": "mail", "target": "a@b", "request": {"n": 1}})
+    second = agent.post(f"runs/{run['id']}/operations", {"key": "op-2", "kind": "mail", "target": "c@d", "request": {"n": 2.5}})
+    assert (first.status_code, second.status_code) == (201, 201), first.content
+    one, two = first.json()["id"], second.json()["id"]
+    return [
+        ("attempt", f"operations/{one}/attempt", {}),
+        ("complete", f"operations/{one}/complete", {"external_id": "M-1", "external_status": "sent", "receipt": {"id": "M-1", "ok": True}}),
+        ("observe", f"operations/{one}/observe", {"external_status": "bounced", "receipt": {"why": "full"}}),
+        ("attempt", f"operations/{two}/attempt", {}),
+        ("fail", f"operations/{two}/fail", {"error": "refused", "retryable": False}),
+    ]
+
+
+def test_each_operation_call_keeps_the_save_state_the_full_rebuild(agent, run):
+    """The lock reads the ledger chunk, the write stores it: after every call the mission's
+    current document equals the full rebuild, and the operation, its events, its audit events
+    and the run's heartbeat are written."""
+    from checkpoints.models import Operation, OperationEvent
+    from tests.test_properties_savestate import current_refs, full_refs
+
+    calls = _operation_calls(agent, run)
+    mission = Mission.objects.get(pk=run["mission_id"])
+    assert current_refs(mission) == full_refs(mission)
+    for action, path, body in calls:
+        before = Run.objects.get(pk=run["id"]).heartbeat_at
+        answer = agent.post(path, body)
+        assert answer.status_code == 200, answer.content
+        mission = Mission.objects.get(pk=run["mission_id"])
+        assert current_refs(mission) == full_refs(mission), action
+        beaten = Run.objects.get(pk=run["id"]).heartbeat_at > before
+        assert beaten == (action == "attempt"), action  # a receipt beats nothing
+    one, two = Operation.objects.filter(mission_id=run["mission_id"]).order_by("id")
+    assert (one.status, one.external_id, one.external_status, one.receipt) == ("completed", "M-1", "bounced", {"why": "full"})
+    assert (two.status, two.error, two.retryable, two.attempts) == ("failed", "refused", False, 1)
+    assert list(OperationEvent.objects.filter(operation=one).values_list("event", flat=True)) == ["planned", "attempted", "completed", "observed"]
+    assert list(OperationEvent.objects.filter(operation=two).values_list("event", "error")) == [("planned", ""), ("attempted", ""), ("failed", "refused")]
+    audited = AuditEvent.objects.filter(entity="operation", entity_id=one.pk).order_by("id")
+    assert [(e.action, e.from_state, e.to_state, e.data) for e in audited] == [
+        ("plan", "", "planned", {"key": "op-1"}),
+        ("attempt", "planned", "attempted", {"key": "op-1"}),
+        ("complete", "attempted", "completed", {"key": "op-1"}),
+        ("observe", "completed", "completed", {"key": "op-1", "external_status_from": "sent", "external_status": "bounced"}),
+    ]
+
+
+def test_an_operation_key_replays_its_operation_and_refuses_another_request(agent, run):
+    body = {"key": "op-1", "kind": "mail", "target": "a@b", "request": {"n": 1}}
+    first = agent.post(f"runs/{run['id']}/operations", body)
+    again = agent.post(f"runs/{run['id']}/operations", body)
+    assert (first.status_code, again.status_code) == (201, 200) and again.json() == first.json()
+    other = agent.post(f"runs/{run['id']}/operations", {**body, "request": {"n": 2}})
+    assert other.status_code == 409 and other.json()["error"]["code"] == "key_reuse"
+    receipt = {"external_id": "M-1", "external_status": "sent"}
+    agent.post(f"operations/{first.json()['id']}/attempt")
+    done = agent.post(f"operations/{first.json()['id']}/complete", receipt)
+    assert agent.post(f"operations/{first.json()['id']}/complete", receipt).json() == done.json()  # the same receipt: a no-op
+
+
+def test_an_operation_of_a_mission_the_caller_cannot_see_is_not_found(agent, run, django_user_model):
+    from tests.conftest import ApiClient
+
+    op = agent.post(f"runs/{run['id']}/operations", {"key": "op-1", "kind": "mail", "target": "a@b", "request": {}}).json()
+    from quests.services.tokens import token_create
+
+    _, raw = token_create(user=django_user_model.objects.create_user("mallory", password="x"), name="other")
+    other = ApiClient(Client(), raw)
+    assert other.post(f"operations/{op['id']}/attempt").status_code == 404
+    assert other.post(f"runs/{run['id']}/operations", {"key": "op-2", "kind": "mail", "target": "a@b", "request": {}}).status_code == 404
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="statement counts are PostgreSQL's")
+def test_each_operation_call_is_its_lock_and_one_write(agent, run):
+    """Plan, attempt, complete, observe, fail: the lock (with the ledger chunk), then the write."""
+    with CaptureQueriesContext(connection) as captured:
+        assert agent.post(f"runs/{run['id']}/operations", {"key": "op-0", "kind": "mail", "target": "a@b", "request": {}}).status_code == 201
+    assert len(engine_statements(captured)) == 2, engine_statements(captured)
+    for action, path, body in _operation_calls(agent, run):
+        with CaptureQueriesContext(connection) as captured:
+            assert agent.post(path, body).status_code == 200
+        assert len(engine_statements(captured)) == 2, (action, engine_statements(captured))
 
 
 @pytest.mark.skipif(os.environ.get("QUESTLOG_ENGINE_ON_SQLITE") == "1", reason="already on SQLite")

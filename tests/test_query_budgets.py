@@ -22,10 +22,10 @@ pytestmark = pytest.mark.django_db(transaction=True)
 BUDGETS = {
     "heartbeat": 2,
     "record": 5,
-    "operation_plan": 5,
-    "operation_attempt": 5,
-    "operation_complete": 5,
-    "operation_fail": 5,
+    "operation_plan": 3,
+    "operation_attempt": 3,
+    "operation_complete": 3,
+    "operation_fail": 3,
     "checkpoint": 3,  # authentication, the lock (with the key and the head), the write
     # … and the read of the notes a compaction pass archives, when the live notes outgrew the window
     "checkpoint_after_other_changes": 4,

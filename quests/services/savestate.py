@@ -27,7 +27,6 @@ from django.db.models import Max
 from checkpoints import compaction, sections, services as storage
 from checkpoints.models import Checkpoint, Operation, Record, RecordKind, Trigger
 from checkpoints.pruning import blob_writers_guard
-from checkpoints.roundtrip import RoundTrip, Selected
 from quests.engine import writes
 from quests.models import Mission, Run
 from quests.services.locking import named_now
@@ -52,17 +51,16 @@ def record_change(kind: str, *, resolves: bool = False) -> str:
     return "record.resolving" if resolves else f"record.{kind}"
 
 
-def read_sections(trip: RoundTrip, mission_id: int, names: Iterable[str]) -> dict[str, Selected]:
-    """Add the reads of `names` to `trip`; pass the result to `apply_sections` once it has run."""
-    return {name: trip.select(section_rows(mission_id, name)) for name in dict.fromkeys(names)}
+def read_sections(mission_id: int, names: Iterable[str]) -> dict[str, list[Any]]:
+    """The rows each of `names` is made of, read from its table; pass them to `apply_sections`."""
+    return {name: list(section_rows(mission_id, name)) for name in dict.fromkeys(names)}
 
 
-def apply_sections(mission: Mission, read: dict[str, Selected], *, rows: dict[str, list[Any]] | None = None) -> None:
-    """Make the mission's current document hold these sections as read (or as given in `rows`,
-    for a caller that changed what it read in memory). Saved by `state_changed` or a checkpoint."""
+def apply_sections(mission: Mission, read: dict[str, list[Any]]) -> None:
+    """Make the mission's current document hold these sections as read. Saved by
+    `state_changed` or a checkpoint."""
     report = _report(mission)
-    for name in read.keys() | (rows or {}).keys():
-        found = rows[name] if rows and name in rows else read[name].rows
+    for name, found in read.items():
         if name == "operations":
             apply_ledger(mission, found, whole=True)
             continue
@@ -102,16 +100,16 @@ def _drop_part(mission: Mission, name: str) -> None:
 # chunk that holds it, a new operation the last chunk, whatever the length of the ledger.
 
 
-def read_ledger(trip: RoundTrip, mission: Mission, operation_id: int | None = None) -> Selected:
-    """Add to `trip` the read of the ledger rows a change rewrites: the chunk that holds
-    `operation_id`, or (None: an operation planned in this trip, before this read) the last chunk
-    and what follows it. Pass its rows to `apply_ledger`."""
+def read_ledger(mission: Mission, operation_id: int | None = None) -> list[dict[str, Any]]:
+    """The ledger rows a change rewrites: the chunk that holds `operation_id`, or (None: an
+    operation about to be planned) the last chunk and what follows it. Pass them to `apply_ledger`.
+    (The operation ledger's lock reads the same rows in its own statement: `quests.engine.operations`.)"""
     firsts = _report(mission)["ledger"]
     if operation_id is None:
         first, before = (max(firsts) if firsts else None), None
     else:
         first, before = sections.bounds(firsts, operation_id)
-    return trip.select(ledger_rows(mission.pk, first, before))
+    return list(ledger_rows(mission.pk, first, before))
 
 
 def apply_ledger(mission: Mission, rows: list[dict[str, Any]], *, whole: bool = False) -> None:
@@ -134,18 +132,16 @@ def ledger_row(op: Operation) -> dict[str, Any]:
 
 
 def sections_refresh(mission: Mission, names: Iterable[str] = SECTIONS, *, recount: bool = False) -> None:
-    """Read and apply sections in one round trip; `recount` also recounts the archive totals and the
+    """Read and apply sections; `recount` also recounts the archive totals and the
     record watermark from the tables (after a restore, or for a mission never built)."""
-    trip = RoundTrip()
-    read = read_sections(trip, mission.pk, names)
-    counts = trip.select(archive_counts(mission.pk)) if recount else None
-    trip.run()
+    read = read_sections(mission.pk, names)
+    counts = list(archive_counts(mission.pk)) if recount else None
     apply_sections(mission, read)
     if set(SECTIONS) <= read.keys():
         # Every section is now made by this format's serialisers.
         _report(mission)["format"] = sections.FORMAT
     if counts is not None:
-        row = counts.rows[0] if counts.rows else {}
+        row = counts[0] if counts else {}
         report = _report(mission)
         report["archived_total"] = {"notes": row.get("notes", 0), "tool_outputs": row.get("tool_outputs", 0), "bytes": row.get("bytes") or 0}
         report["watermark"] = Record.objects.filter(mission_id=mission.pk).aggregate(m=Max("pk"))["m"] or 0
@@ -207,13 +203,11 @@ def _report(mission: Mission) -> dict[str, Any]:
 def state_document(mission: Mission) -> dict[str, Any]:
     """The state document rebuilt from the tables, with no side effect: what the current document
     must equal at every moment."""
-    trip = RoundTrip()
-    read = read_sections(trip, mission.pk, SECTIONS)
-    counts = trip.select(archive_counts(mission.pk))
-    trip.run()
-    document: dict[str, Any] = {name: section_value(name, step.rows) for name, step in read.items() if name != "operations"}
-    document.update(sections.chunks("operations", list(map(sections.operation_item, read["operations"].rows))))
-    row = counts.rows[0] if counts.rows else {}
+    read = read_sections(mission.pk, SECTIONS)
+    counts = list(archive_counts(mission.pk))
+    document: dict[str, Any] = {name: section_value(name, rows) for name, rows in read.items() if name != "operations"}
+    document.update(sections.chunks("operations", list(map(sections.operation_item, read["operations"]))))
+    row = counts[0] if counts else {}
     document["archive"] = {"notes": row.get("notes", 0), "tool_outputs": row.get("tool_outputs", 0), "bytes": row.get("bytes") or 0}
     document["mission"] = _mission_section(mission)
     return document
