@@ -189,4 +189,3 @@ def has_quests(user) -> bool:
 
 def mission_version(mission: Mission) -> str:
     return f"{mission.state_version}.{mission.head_checkpoint_id}.{mission.updated_at.timestamp()}"
-
