@@ -18,10 +18,9 @@ import cProfile  # noqa: E402
 import pstats  # noqa: E402
 import time  # noqa: E402
 
+import ledger  # noqa: E402
 from django.db import connection  # noqa: E402
 from django.test.utils import CaptureQueriesContext  # noqa: E402
-
-import ledger  # noqa: E402
 from rounds import GOALS, ISSUE_20, goal  # noqa: E402
 
 TRANSACTION = ("BEGIN", "COMMIT", "SAVEPOINT", "RELEASE", "ROLLBACK")
