@@ -1,15 +1,16 @@
 """The operation ledger alone (issue 20): the p50 of `operation complete` at 10 and at 1,000
 operations in the ledger (bench/ledger.py, the same phase `make bench` runs), and the statements
 each operation call sends (the transaction's own BEGIN and COMMIT left out). `--profile` adds a
-cProfile of `operation complete` on the long ledger: where its time goes.
+cProfile of `operation complete` on the long ledger: where its time goes. Not a bench_*.py: `make
+bench` times the same phase in bench/bench_vs_langgraph.py; this runs it alone.
 
-    .venv/bin/python bench/bench_operations.py [--profile]     (BENCH_QUICK=1 for a smoke run)
+    .venv/bin/python bench/operations.py [--profile]     (BENCH_QUICK=1 for a smoke run)
 """
 
 import os
 import sys
 
-os.environ["DATABASE_URL"] = os.environ.get("BENCH_DATABASE_URL", "postgres://questlog:questlog@127.0.0.1:5432/questlog_bench_ops")
+os.environ["DATABASE_URL"] = os.environ.get("BENCH_DATABASE_URL", "postgres://questlog:questlog@127.0.0.1:5432/questlog_bench")
 import common  # noqa: E402
 
 common.setup()
