@@ -11,7 +11,8 @@ from typing import Any
 from quests.engine import runner, sql
 
 # The columns of the bundle's sections that hold a time, a JSON value or a boolean: PostgreSQL
-# hands each section as JSON (times as ISO 8601 text), SQLite as its own column types.
+# hands each section as JSON (times as ISO 8601 text); Django's SQLite connection hands times as
+# naive UTC datetimes, and may hand booleans as integers and JSON as text.
 _TIMES = frozenset({"created_at", "updated_at", "retry_at", "revoked_at"})
 _JSON = frozenset({"data", "request", "receipt", "payload", "decided_payload"})
 _BOOLEANS = frozenset({"verified", "resolved", "abandoned", "archived", "retryable", "gate", "withdrawn", "always"})
@@ -59,5 +60,33 @@ def _sqlite_row(row: dict[str, Any]) -> dict[str, Any]:
             row[column] = bool(row[column])
     for column in _TIMES.intersection(row):
         if row[column] is not None:
-            row[column] = datetime.fromisoformat(row[column]).replace(tzinfo=UTC)
+            value = row[column] if isinstance(row[column], datetime) else datetime.fromisoformat(row[column])
+            row[column] = value.replace(tzinfo=UTC)
+    return row
+
+
+def graph_tuple(*, user_id: int, token_mission_id: int | None, thread_id: str, ns: str, graph_id: str | None) -> dict[str, Any] | None:
+    """The LangGraph saver's `get_tuple`: the thread's latest checkpoint in `ns` (or `graph_id`'s),
+    its pending writes and channel values, as the API answers it; None when there is none."""
+    params = {"user_id": user_id, "token_mission_id": token_mission_id, "thread_id": thread_id, "ns": ns, "graph_id": graph_id}
+    if runner.is_postgresql():
+        found = runner.fetch_named(sql.GRAPH_TUPLE_PG, params)
+        if not found:
+            return None
+        row = found[0]
+        for column in ("skeleton", "metadata", "pending_writes"):
+            row[column] = runner.json_value(row[column])
+        row["channel_values"] = runner.json_value(row["channel_values"]) if row["channel_values"] is not None else {}
+        return row
+    first, writes, values = sql.GRAPH_TUPLE_SQLITE
+    (found,) = runner.fetch_each_named([(first, params)])
+    if not found:
+        return None
+    row = found[0]
+    del row["id"]
+    row["skeleton"], row["metadata"] = json.loads(row["skeleton"]), json.loads(row["metadata"])
+    found_params = {"mission_id": row["mission_id"], "ns": row["ns"], "graph_id": row["graph_id"], "channels": row.pop("channels")}
+    pending, parts = runner.fetch_each_named([(writes, found_params), (values, found_params)])
+    row["pending_writes"] = [{**write, "value": json.loads(write["value"])} for write in pending]
+    row["channel_values"] = {part["name"]: json.loads(part["data"]) for part in parts}
     return row

@@ -420,3 +420,47 @@ RESUME_BUNDLE_PG = (
 RESUME_BUNDLE_SQLITE = tuple(select if order is None else f"{select} ORDER BY {order}" for _, select, order in RESUME_BUNDLE_SECTIONS) + (
     HEAD_AGENT_STATE_SQLITE,
 )
+
+# --- The LangGraph saver's get_tuple ---------------------------------------------------------------
+# A thread's latest checkpoint in a namespace (or the one with the given id), with its pending
+# writes in LangGraph's order and each channel's value from its blob, in the order of the channel
+# map (a channel whose blob is gone is left out). The thread is the caller's live one (the
+# (owner, thread id) index) on a mission the caller sees; the checkpoint is the first step of a
+# backward walk of the (mission, ns, graph_id) index, whatever the thread's length.
+_GRAPH_TUPLE_FOUND = """
+SELECT c.id, c.mission_id, c.ns, c.graph_id, c.parent_graph_id, c.skeleton, c.metadata, c.channels, c.checkpoint_id
+  FROM checkpoints_graphcheckpoint c
+ WHERE c.mission_id = (
+        SELECT t.mission_id FROM quests_graphthread t JOIN quests_mission m ON m.id = t.mission_id
+         WHERE t.owner_id = %(user_id)s AND t.thread_id = %(thread_id)s AND t.deleted_at IS NULL
+           AND m.owner_id = %(user_id)s
+           AND (CAST(%(token_mission_id)s AS bigint) IS NULL OR m.id = %(token_mission_id)s))
+   AND c.ns = %(ns)s
+   AND (CAST(%(graph_id)s AS text) IS NULL OR c.graph_id = %(graph_id)s)
+ ORDER BY c.graph_id DESC
+ LIMIT 1"""
+_GRAPH_TUPLE_WRITES = """
+SELECT w.task_id, w.task_path, w.idx, w.channel, w.value
+  FROM checkpoints_graphwrite w
+ WHERE w.mission_id = {mission_id} AND w.ns = {ns} AND w.graph_id = {graph_id}"""
+_GRAPH_TUPLE_WRITES_ORDER = "task_path, task_id, idx"
+GRAPH_TUPLE_PG = f"""
+WITH found AS ({_GRAPH_TUPLE_FOUND}
+)
+SELECT found.mission_id, found.ns, found.graph_id, found.parent_graph_id, found.skeleton, found.metadata, found.checkpoint_id,
+       (SELECT COALESCE(json_agg(s ORDER BY {", ".join(f"s.{column}" for column in _GRAPH_TUPLE_WRITES_ORDER.split(", "))}), '[]')
+          FROM ({_GRAPH_TUPLE_WRITES.format(mission_id="found.mission_id", ns="found.ns", graph_id="found.graph_id")}) s) AS pending_writes,
+       (SELECT json_object_agg(channel.name, convert_from(b.data, 'UTF8')::json ORDER BY channel.n)
+          FROM jsonb_each(found.channels) WITH ORDINALITY AS channel(name, ref, n)
+          JOIN checkpoints_blob b ON b.sha256 = channel.ref->>1) AS channel_values
+  FROM found"""
+GRAPH_TUPLE_SQLITE = (
+    _GRAPH_TUPLE_FOUND,
+    # with the found row's mission, ns and graph id
+    _GRAPH_TUPLE_WRITES.format(mission_id="%(mission_id)s", ns="%(ns)s", graph_id="%(graph_id)s") + f" ORDER BY {_GRAPH_TUPLE_WRITES_ORDER}",
+    # with the found row's channel map
+    """SELECT channel.key AS name, b.data
+         FROM json_each(%(channels)s) channel
+         JOIN checkpoints_blob b ON b.sha256 = json_extract(channel.value, '$[1]')
+        ORDER BY channel.id""",
+)
