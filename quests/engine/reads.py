@@ -25,7 +25,7 @@ def resume_bundle(mission_id: int, *, user_id: int | None, token_mission_id: int
     params = {"mission_id": mission_id, "user_id": user_id, "token_mission_id": token_mission_id, "now": runner.now()}
     if runner.is_postgresql():
         ((*sections, agent_state),) = runner.fetch(sql.RESUME_BUNDLE_PG, params)
-        rows = {name: runner.json_value(value) for (name, _, _), value in zip(sql.RESUME_BUNDLE_SECTIONS, sections)}
+        rows: dict[str, Any] = {name: runner.json_value(value) for (name, _, _), value in zip(sql.RESUME_BUNDLE_SECTIONS, sections)}
         rows["agent_state"] = runner.json_value(agent_state) if agent_state is not None else {}
         if rows["mission"] is None:
             return None
@@ -35,7 +35,7 @@ def resume_bundle(mission_id: int, *, user_id: int | None, token_mission_id: int
                     _times_read(row)
         return rows
     *results, parts = runner.fetch_each_named((statement, params) for statement in sql.RESUME_BUNDLE_SQLITE)
-    rows: dict[str, Any] = {}
+    rows = {}
     for (name, _, order), found in zip(sql.RESUME_BUNDLE_SECTIONS, results):
         converted = [_sqlite_row(row) for row in found]
         rows[name] = converted if order is not None else (converted[0] if converted else None)

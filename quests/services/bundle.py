@@ -109,10 +109,10 @@ def _bundle(mission_id: int, *, user_id: int | None, token_mission_id: int | Non
     rows = reads.resume_bundle(mission_id, user_id=user_id, token_mission_id=token_mission_id)
     if rows is None:
         raise NotFound(f"No mission with id {mission_id}.")
-    operations: dict[str, list[OperationOut]] = {group: [] for group in OPERATION_GROUPS.values()}
+    operations: dict[str, Any] = {group: [] for group in OPERATION_GROUPS.values()}
     for op in rows["ledger"]:
         operations[OPERATION_GROUPS[op["status"]]].append(OperationOut.model_construct(**op))
-    records: dict[str, list[RecordOut]] = {section: [] for section in DURABLE_SECTIONS.values()}
+    records: dict[str, Any] = {section: [] for section in DURABLE_SECTIONS.values()}
     for record in rows["records"]:
         records[DURABLE_SECTIONS[record["kind"]]].append(RecordOut.model_construct(**record))
     pending = machine.Pending(
