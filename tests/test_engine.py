@@ -111,6 +111,79 @@ def test_a_heartbeat_beats_a_live_run_only(agent, run):
     assert agent.post(f"runs/{run['id']}/heartbeat").status_code == 409
 
 
+def test_the_resume_bundle_is_one_read_of_every_section(agent, run, alice):
+    """The engine's resume bundle: each section's rows as the answer shows them, the head's agent
+    state whole, the ledger grouped, the memory and standing decisions, on either database."""
+    from quests.engine import reads
+    from quests.models import MemoryItem
+
+    agent.post(f"runs/{run['id']}/checkpoints", {"agent_state": STATE})
+    question = agent.post(f"runs/{run['id']}/records", {"kind": "open_question", "text": "Which venue?"}).json()
+    agent.post(f"runs/{run['id']}/records", {"kind": "note", "text": "not in the bundle"})
+    planned = agent.post(f"runs/{run['id']}/operations", {"key": "send-1", "kind": "email", "target": "client", "request": {"to": "c"}}).json()
+    agent.post(f"operations/{planned['id']}/attempt")
+    MemoryItem.objects.create(owner=alice, name="tone", value="brief", approved_at=Run.objects.get(pk=run["id"]).started_at)
+    mission = Mission.objects.get(pk=run["mission_id"])
+    rows = reads.resume_bundle(mission.pk, user_id=alice.pk, token_mission_id=None)
+    assert rows is not None
+    assert rows["mission"]["id"] == mission.pk and rows["mission"]["status"] == mission.status
+    assert rows["checkpoint"]["id"] == mission.head_checkpoint_id and rows["agent_state"] == STATE
+    assert list(rows["agent_state"]) == list(Checkpoint.objects.get(pk=mission.head_checkpoint_id).agent_state_refs)
+    assert [r["id"] for r in rows["records"]] == [question["id"]] and rows["records"][0]["archived"] is False
+    assert rows["records"][0]["created_at"] == Record.objects.get(pk=question["id"]).created_at
+    (operation,) = rows["ledger"]
+    assert operation["status"] == "attempted" and operation["request"] == {"to": "c"} and operation["external_id"] is None
+    assert [c["text"] for c in rows["constraints"]] == ["Never email the client before Friday"]
+    assert rows["milestones"] == [] and rows["approvals"] == [] and rows["standing_decisions"] == []
+    assert rows["active_runs"] == [{"number": 1}] and rows["memory"][0]["value"] == "brief"
+    # Out of reach: another account, or a token limited to another mission.
+    assert reads.resume_bundle(mission.pk, user_id=alice.pk + 1, token_mission_id=None) is None
+    assert reads.resume_bundle(mission.pk, user_id=alice.pk, token_mission_id=mission.pk + 1) is None
+    body = agent.get(f"missions/{mission.pk}/resume").json()
+    assert body["checkpoint"]["agent_state"] == STATE and body["next_action"] == "in_progress"
+    assert [op["id"] for op in body["operations"]["to_reconcile"]] == [planned["id"]]
+
+
+def test_the_langgraph_latest_tuple_is_the_same_as_the_listing(agent):
+    """get_tuple (one thread and namespace, limit 1) is the engine's read; the general listing
+    gives the same item, with its pending writes and channel values."""
+    channels = {"a": {"type": "json", "data": {"n": 1}}, "b": {"type": "json", "data": [1, 2]}}
+    ids = []
+    for step in range(3):
+        graph_id = f"1f0{step:013d}-abc"
+        versions = {name: f"{step + 1:032d}.0" for name in channels}
+        body = {
+            "thread_id": "engine-thread",
+            "checkpoint": {"v": 4, "id": graph_id, "ts": "2026-12-03T00:00:00+00:00", "channel_versions": versions, "versions_seen": {}},
+            "metadata": {"step": step},
+            "parent_checkpoint_id": ids[-1] if ids else None,
+            "channels": {name: {"version": versions[name], "value": value} for name, value in channels.items()},
+        }
+        assert agent.post("langgraph/checkpoints", body).status_code == 201
+        ids.append(graph_id)
+    writes = [{"idx": 1, "channel": "a", "value": {"type": "json", "data": 2}}, {"idx": 0, "channel": "b", "value": {"type": "json", "data": 3}}]
+    assert agent.post("langgraph/writes", {"thread_id": "engine-thread", "checkpoint_id": ids[-1], "task_id": "t1", "writes": writes}).status_code == 200
+    for query in ("", f"&checkpoint_id={ids[1]}"):
+        latest = agent.get(f"langgraph/checkpoints?thread_id=engine-thread&checkpoint_ns=&limit=1{query}").json()["items"]
+        listed = agent.get(f"langgraph/checkpoints?thread_id=engine-thread&checkpoint_ns=&limit=3{query}").json()["items"]
+        assert latest == listed[:1]
+    latest = agent.get("langgraph/checkpoints?thread_id=engine-thread&checkpoint_ns=&limit=1").json()["items"][0]
+    assert latest["checkpoint_id"] == ids[-1] and latest["channel_values"] == channels
+    assert [w["idx"] for w in latest["pending_writes"]] == [0, 1]
+    assert agent.get("langgraph/checkpoints?thread_id=no-such-thread&checkpoint_ns=&limit=1").json()["items"] == []
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="statement counts are PostgreSQL's")
+def test_the_resume_bundle_and_get_tuple_are_one_statement_each(agent, run):
+    agent.post(f"runs/{run['id']}/checkpoints", {"agent_state": STATE})
+    with CaptureQueriesContext(connection) as captured:
+        assert agent.get(f"missions/{run['mission_id']}/resume").status_code == 200
+    assert len(engine_statements(captured)) == 1, engine_statements(captured)
+    with CaptureQueriesContext(connection) as captured:
+        assert agent.get("langgraph/checkpoints?thread_id=none&checkpoint_ns=&limit=1").status_code == 200
+    assert len(engine_statements(captured)) == 1, engine_statements(captured)
+
+
 @pytest.mark.skipif(connection.vendor != "postgresql", reason="statement counts are PostgreSQL's")
 def test_each_hot_write_is_one_statement_after_its_lock(agent, run):
     """Checkpoint: the lock, then the write. Heartbeat: one statement."""

@@ -73,6 +73,18 @@ def steps(statements: Iterable[tuple[str, Mapping[str, Any]]]) -> list[tuple[lis
     return results
 
 
+def fetch_each_named(statements: Iterable[tuple[str, Mapping[str, Any]]]) -> list[list[dict[str, Any]]]:
+    """Several reads one after the other (SQLite's form of a PostgreSQL one-statement read): each
+    one's rows as dicts."""
+    results = []
+    with cursor() as c:
+        for statement, params in statements:
+            c.execute(statement, bound(params))
+            names = [column[0] for column in c.description]
+            results.append([dict(zip(names, row)) for row in c.fetchall()])
+    return results
+
+
 def model_from_row(model: type[M], values: Sequence[Any]) -> M:
     """An instance of `model` from its columns in field order, converted as Django converts them
     when it reads the model (JSON decoded, SQLite's times parsed)."""

@@ -5,6 +5,8 @@ A statement that only PostgreSQL can run in one piece (row locks, advisory locks
 CTEs) has a `_PG` text; its SQLite counterpart is the same work as `_SQLITE` steps run in order
 (SQLite serialises writers at BEGIN IMMEDIATE, so it needs no row lock)."""
 
+from checkpoints.models import DURABLE_RECORD_KINDS
+
 # The columns of a mission and a run, in their models' field order (`runner.model_from_row`
 # builds the instances from them).
 MISSION_COLUMNS = """
@@ -424,3 +426,233 @@ _OPERATION_STEPS_SQLITE = (
 )
 OPERATION_PLAN_SQLITE = (_OPERATION_BEAT, _OPERATION_INSERT.format(json="text"), *_OPERATION_STEPS_SQLITE)
 OPERATION_CHANGE_SQLITE = (_OPERATION_BEAT, _OPERATION_UPDATE.format(json="text"), *_OPERATION_STEPS_SQLITE)
+
+# --- The LangGraph saver's put_writes ----------------------------------------------------------------
+# A task's writes on a checkpoint of a live thread whose session run is going: the mission locked
+# (writes of one thread queue behind each other), the writes kept (a special channel, at a negative
+# index, replaces the one before it; an ordinary write keeps the first one sent for its task and
+# index), the mission titled when it is still named after its thread, and the run's heartbeat.
+# Nothing is written when the thread, its mission or a fresh session run is not there: the service
+# then takes its general path (first write of a thread, a run to start, a deleted thread).
+_GRAPH_WRITES_TARGET = """
+SELECT m.id, m.active_run_id, m.title
+  FROM quests_mission m
+  JOIN quests_graphthread t ON t.mission_id = m.id
+  JOIN quests_run r ON r.id = m.active_run_id
+ WHERE t.thread_id = %(thread_id)s AND t.deleted_at IS NULL
+   AND m.owner_id = %(user_id)s
+   AND (CAST(%(token_mission_id)s AS bigint) IS NULL OR m.id = %(token_mission_id)s)
+   AND r.heartbeat_at >= %(fresh_after)s
+ LIMIT 1"""
+_GRAPH_WRITE_INSERT = """INSERT INTO checkpoints_graphwrite (
+        created_at, retention_class, retention_approved_at, expires_at, mission_id, ns, graph_id, task_id, task_path, idx, channel, value)
+    {rows}
+    ON CONFLICT (mission_id, ns, graph_id, task_id, idx) {on_conflict}"""
+_GRAPH_WRITE_REPLACES = "DO UPDATE SET channel = excluded.channel, value = excluded.value, task_path = excluded.task_path"
+_GRAPH_WRITE_KEEPS = "DO NOTHING"
+_GRAPH_WRITES_UNNEST = """SELECT %(now)s, 'working', NULL, NULL, target.id, %(ns)s, %(graph_id)s, %(task_id)s, %(task_path)s, w.idx, w.channel, w.value
+      FROM target, unnest(CAST(%({kind}_idx)s AS integer[]), CAST(%({kind}_channels)s AS text[]), CAST(%({kind}_values)s AS jsonb[]))
+           AS w(idx, channel, value)"""
+_GRAPH_WRITE_VALUES = """VALUES (%(now)s, 'working', NULL, NULL, %(mission_id)s, %(ns)s, %(graph_id)s, %(task_id)s, %(task_path)s, %(idx)s,
+        %(channel)s, %(value)s)"""
+_GRAPH_WRITES_TITLE = """UPDATE quests_mission SET title = substr(%(title)s, 1, 200), objective = %(title)s, updated_at = %(now)s
+     WHERE id = {mission_id} AND %(title)s <> '' AND title = %(thread_id)s"""
+_GRAPH_WRITES_BEAT = "UPDATE quests_run SET heartbeat_at = %(now)s WHERE id = {run_id}"
+GRAPH_WRITES_PG = f"""
+WITH target AS ({_GRAPH_WRITES_TARGET}
+       FOR UPDATE OF m
+), replaced AS (
+    {_GRAPH_WRITE_INSERT.format(rows=_GRAPH_WRITES_UNNEST.format(kind="special"), on_conflict=_GRAPH_WRITE_REPLACES)}
+), kept AS (
+    {_GRAPH_WRITE_INSERT.format(rows=_GRAPH_WRITES_UNNEST.format(kind="ordinary"), on_conflict=_GRAPH_WRITE_KEEPS)}
+), titled AS (
+    {_GRAPH_WRITES_TITLE.format(mission_id="(SELECT id FROM target)")}
+), beat AS (
+    {_GRAPH_WRITES_BEAT.format(run_id="(SELECT active_run_id FROM target)")}
+)
+SELECT id FROM target"""
+GRAPH_WRITES_SQLITE = (
+    _GRAPH_WRITES_TARGET,
+    _GRAPH_WRITE_INSERT.format(rows=_GRAPH_WRITE_VALUES, on_conflict=_GRAPH_WRITE_REPLACES),  # once per special write
+    _GRAPH_WRITE_INSERT.format(rows=_GRAPH_WRITE_VALUES, on_conflict=_GRAPH_WRITE_KEEPS),  # once per ordinary write
+    _GRAPH_WRITES_TITLE.format(mission_id="%(mission_id)s"),
+    _GRAPH_WRITES_BEAT.format(run_id="%(run_id)s"),
+)
+
+# ==================================================================================================
+# Reads
+# ==================================================================================================
+
+# --- The resume bundle -----------------------------------------------------------------------------
+# Everything the next run is told, by section, each section a plain SELECT of the columns its part
+# of the answer shows, named as the answer names them (the API's "null for not yet" and "archived
+# means it has a blob" are said here). Every section stands alone on its parameters (the mission's
+# id; the caller's account and token, which only the mission section checks: the bundle is
+# answered only when that row is found), so SQLite runs them one by one and PostgreSQL runs them
+# as one statement of subqueries (`RESUME_BUNDLE_PG`), one round trip whatever the mission holds.
+# Their cost follows what is live (active constraints, live records, the ledger), never the
+# length of the history: the checkpoints are reached through the mission's head and verified ids.
+_THIS_MISSION = "(SELECT {column} FROM quests_mission WHERE id = %(mission_id)s)"
+
+# The head checkpoint's agent-state references ({key: blob sha256}), as a JSON map: the one place
+# the bundle says where those references live (the checkpoint row, aliased `head`).
+AGENT_STATE_REFS = "head.agent_state_refs"
+
+_DURABLE_KINDS = ", ".join(f"'{kind}'" for kind in DURABLE_RECORD_KINDS)
+
+# (section, SELECT, order of its rows; None for a single row)
+RESUME_BUNDLE_SECTIONS: tuple[tuple[str, str, str | None], ...] = (
+    (
+        "mission",
+        """SELECT id, title, objective, status, stop_reason, stop_detail, retry_at, run_count, owner_id
+             FROM quests_mission
+            WHERE id = %(mission_id)s
+              AND (CAST(%(user_id)s AS bigint) IS NULL OR owner_id = %(user_id)s)
+              AND (CAST(%(token_mission_id)s AS bigint) IS NULL OR id = %(token_mission_id)s)""",
+        None,
+    ),
+    (
+        "checkpoint",
+        f"""SELECT id, seq, hash, verified, trigger, created_at FROM checkpoints_checkpoint
+             WHERE id = {_THIS_MISSION.format(column="head_checkpoint_id")}""",
+        None,
+    ),
+    (
+        "last_verified_checkpoint",
+        f"""SELECT id, seq, hash FROM checkpoints_checkpoint
+             WHERE id = {_THIS_MISSION.format(column="last_verified_checkpoint_id")}""",
+        None,
+    ),
+    (
+        "constraints",
+        """SELECT id, text, source, created_at FROM quests_constraint
+            WHERE mission_id = %(mission_id)s AND retired_at IS NULL""",
+        "id",
+    ),
+    (
+        "records",
+        f"""SELECT id, kind, text, data, resolved, resolved_by_id, abandoned, blob_id IS NOT NULL AS archived,
+                   blob_id AS blob_sha256, size_bytes, created_at
+              FROM checkpoints_record
+             WHERE mission_id = %(mission_id)s AND NOT resolved AND NOT abandoned AND kind IN ({_DURABLE_KINDS})""",
+        "id",
+    ),
+    (
+        "ledger",
+        """SELECT id, key, kind, target, request, status, attempts, max_attempts, NULLIF(external_id, '') AS external_id,
+                  NULLIF(external_status, '') AS external_status, receipt, NULLIF(error, '') AS error, retryable,
+                  created_at, updated_at
+             FROM checkpoints_operation
+            WHERE mission_id = %(mission_id)s""",
+        "id",
+    ),
+    (
+        "milestones",
+        """SELECT id, kind, title, review_status, note, gate, withdrawn FROM quests_milestone
+            WHERE mission_id = %(mission_id)s""",
+        "id",
+    ),
+    (
+        "approvals",
+        """SELECT id, action, payload, reason, status, decided_payload, note, agent_ref, always, node, question
+             FROM quests_approval
+            WHERE mission_id = %(mission_id)s""",
+        "id",
+    ),
+    (
+        "active_runs",
+        """SELECT number FROM quests_run WHERE mission_id = %(mission_id)s AND ended_at IS NULL""",
+        "number",
+    ),
+    (
+        "memory",
+        f"""SELECT id, name, value FROM quests_memoryitem
+             WHERE owner_id = {_THIS_MISSION.format(column="owner_id")}
+               AND (expires_at IS NULL OR expires_at > %(now)s)""",
+        "name, id",
+    ),
+    (
+        "standing_decisions",
+        """SELECT id, action, decision, note, created_at, revoked_at FROM quests_standingdecision
+            WHERE mission_id = %(mission_id)s""",
+        "id",
+    ),
+)
+
+# The head checkpoint's agent state: each referenced blob's JSON under its key, in the order of
+# the references (as `checkpoints.services.parts_get` reads it). A reference whose blob is gone is
+# left out, as there.
+HEAD_AGENT_STATE_PG = f"""
+SELECT json_object_agg(ref.key, convert_from(b.data, 'UTF8')::json ORDER BY ref.n)
+  FROM checkpoints_checkpoint head
+ CROSS JOIN LATERAL jsonb_each_text({AGENT_STATE_REFS}) WITH ORDINALITY AS ref(key, sha, n)
+  JOIN checkpoints_blob b ON b.sha256 = ref.sha
+ WHERE head.id = {_THIS_MISSION.format(column="head_checkpoint_id")}"""
+HEAD_AGENT_STATE_SQLITE = f"""
+SELECT ref.key, b.data
+  FROM checkpoints_checkpoint head, json_each({AGENT_STATE_REFS}) ref
+  JOIN checkpoints_blob b ON b.sha256 = ref.value
+ WHERE head.id = {_THIS_MISSION.format(column="head_checkpoint_id")}
+ ORDER BY ref.id"""
+
+
+def _as_json(select: str, order: str | None) -> str:
+    if order is None:
+        return f"(SELECT row_to_json(s) FROM ({select}) s)"
+    ordered = ", ".join(f"s.{column.strip()}" for column in order.split(","))
+    return f"(SELECT COALESCE(json_agg(s ORDER BY {ordered}), '[]') FROM ({select}) s)"
+
+
+# One row: each section as JSON (a row or a list of rows), then the head's agent state.
+RESUME_BUNDLE_PG = (
+    "SELECT "
+    + ",\n       ".join(f"{_as_json(select, order)} AS {name}" for name, select, order in RESUME_BUNDLE_SECTIONS)
+    + f",\n       ({HEAD_AGENT_STATE_PG}) AS agent_state"
+)
+RESUME_BUNDLE_SQLITE = tuple(select if order is None else f"{select} ORDER BY {order}" for _, select, order in RESUME_BUNDLE_SECTIONS) + (
+    HEAD_AGENT_STATE_SQLITE,
+)
+
+# --- The LangGraph saver's get_tuple ---------------------------------------------------------------
+# A thread's latest checkpoint in a namespace (or the one with the given id), with its pending
+# writes in LangGraph's order and each channel's value from its blob, in the order of the channel
+# map (a channel whose blob is gone is left out). The thread is the caller's live one (the
+# (owner, thread id) index) on a mission the caller sees; the checkpoint is the first step of a
+# backward walk of the (mission, ns, graph_id) index, whatever the thread's length.
+_GRAPH_TUPLE_FOUND = """
+SELECT c.id, c.mission_id, c.ns, c.graph_id, c.parent_graph_id, c.skeleton, c.metadata, c.channels, c.checkpoint_id
+  FROM checkpoints_graphcheckpoint c
+ WHERE c.mission_id = (
+        SELECT t.mission_id FROM quests_graphthread t JOIN quests_mission m ON m.id = t.mission_id
+         WHERE t.owner_id = %(user_id)s AND t.thread_id = %(thread_id)s AND t.deleted_at IS NULL
+           AND m.owner_id = %(user_id)s
+           AND (CAST(%(token_mission_id)s AS bigint) IS NULL OR m.id = %(token_mission_id)s))
+   AND c.ns = %(ns)s
+   AND (CAST(%(graph_id)s AS text) IS NULL OR c.graph_id = %(graph_id)s)
+ ORDER BY c.graph_id DESC
+ LIMIT 1"""
+_GRAPH_TUPLE_WRITES = """
+SELECT w.task_id, w.task_path, w.idx, w.channel, w.value
+  FROM checkpoints_graphwrite w
+ WHERE w.mission_id = {mission_id} AND w.ns = {ns} AND w.graph_id = {graph_id}"""
+_GRAPH_TUPLE_WRITES_ORDER = "task_path, task_id, idx"
+GRAPH_TUPLE_PG = f"""
+WITH found AS ({_GRAPH_TUPLE_FOUND}
+)
+SELECT found.mission_id, found.ns, found.graph_id, found.parent_graph_id, found.skeleton, found.metadata, found.checkpoint_id,
+       (SELECT COALESCE(json_agg(s ORDER BY {", ".join(f"s.{column}" for column in _GRAPH_TUPLE_WRITES_ORDER.split(", "))}), '[]')
+          FROM ({_GRAPH_TUPLE_WRITES.format(mission_id="found.mission_id", ns="found.ns", graph_id="found.graph_id")}) s) AS pending_writes,
+       (SELECT json_object_agg(channel.name, convert_from(b.data, 'UTF8')::json ORDER BY channel.n)
+          FROM jsonb_each(found.channels) WITH ORDINALITY AS channel(name, ref, n)
+          JOIN checkpoints_blob b ON b.sha256 = channel.ref->>1) AS channel_values
+  FROM found"""
+GRAPH_TUPLE_SQLITE = (
+    _GRAPH_TUPLE_FOUND,
+    # with the found row's mission, ns and graph id
+    _GRAPH_TUPLE_WRITES.format(mission_id="%(mission_id)s", ns="%(ns)s", graph_id="%(graph_id)s") + f" ORDER BY {_GRAPH_TUPLE_WRITES_ORDER}",
+    # with the found row's channel map
+    """SELECT channel.key AS name, b.data
+         FROM json_each(%(channels)s) channel
+         JOIN checkpoints_blob b ON b.sha256 = json_extract(channel.value, '$[1]')
+        ORDER BY channel.id""",
+)
