@@ -199,15 +199,20 @@ def move(
     mission: Mission | None,
     fields: tuple[str, ...] = (),
     trip: RoundTrip | None = None,
+    save: bool = True,
     **data: Any,
-) -> None:
+) -> AuditEvent | None:
     """Apply one transition to a run, approval, milestone, operation or memory proposal whose
     mission the caller holds locked: check it, save the row (with `fields` the caller changed
-    alongside) and write its audit event — at once, or in the caller's round trip `trip`."""
+    alongside) and write its audit event — at once, or in the caller's round trip `trip`. With
+    `save=False` nothing is written: the caller writes the row and the returned audit event in
+    its own statement."""
     table = TABLES[type(row)]
     previous = table.state(row)
     _check(table.moves, previous, event, to, table.refusal)
     changed = table.apply(row, to)
+    if not save:
+        return audit_event(actor=actor, mission=mission, entity=table.entity, entity_id=row.pk, action=event, from_state=previous, to_state=to, **data)
     if trip is None:
         row.save(update_fields=[*changed, *fields])
     else:
@@ -223,6 +228,7 @@ def move(
         trip=trip,
         **data,
     )
+    return None
 
 
 # How a run's stop reason moves the mission (the stop call and the people-only actions).
