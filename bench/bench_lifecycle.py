@@ -106,7 +106,7 @@ def main() -> int:
         print()
         for name, label in labels.items():
             p50 = show(label, took[name])
-            common.figure(f"  {label}: p50 / put p50", p50 / put, "×", ".2f")
+            common.figure(f"  {label} vs put (speed: put p50 / its p50)", put / p50, "×", ".2f")
             common.figure(f"  {label}: SQL statements per call (BEGIN, COMMIT included)", counts[name], "", "d")
         common.load_note()
         with connection.cursor() as cursor:

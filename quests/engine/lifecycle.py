@@ -52,17 +52,17 @@ def mission_create(
         "request_hash": request_hash,
     }
     if runner.is_postgresql():
-        ((mission_id, constraint_ids, *replay),) = runner.fetch(sql.MISSION_CREATE_PG, {**params, "constraint_texts": constraint_texts})
-        return Created(mission_id=mission_id, constraint_ids=list(constraint_ids or []), replay=(replay[0], replay[1]))
+        ((mission_id, constraint_ids, earlier_id, earlier_hash),) = runner.fetch(sql.MISSION_CREATE_PG, {**params, "constraint_texts": constraint_texts})
+        return Created(mission_id=mission_id, constraint_ids=list(constraint_ids or []), replay=(earlier_id, earlier_hash))
     _, insert, add, audited, remember = sql.MISSION_CREATE_SQLITE
-    replay = mission_key_earlier(mission.owner_id, key_scope, key)
-    if replay[0] is not None:
-        return Created(mission_id=None, constraint_ids=[], replay=replay)
+    earlier = mission_key_earlier(mission.owner_id, key_scope, key)
+    if earlier[0] is not None:
+        return Created(mission_id=None, constraint_ids=[], replay=earlier)
     ((((mission_id,),), _),) = runner.steps([(insert, params)])
     after = {**params, "mission_id": mission_id}
     added = runner.steps([(add, {**after, "text": text}) for text in constraint_texts])
     constraint_ids = [rows[0][0] for rows, _ in added]
-    events = [("mission", None, "create", mission.status, {})] + [
+    events: list[tuple[str, int | None, str, str, dict[str, str]]] = [("mission", None, "create", mission.status, {})] + [
         ("constraint", pk, "add", "active", {"text": text}) for pk, text in zip(constraint_ids, constraint_texts)
     ]
     runner.steps(

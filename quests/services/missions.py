@@ -67,7 +67,7 @@ def mission_create(
         mission.pk = created.mission_id
         mission._state.adding, mission._state.db = False, DEFAULT_DB_ALIAS
         # A new mission has no milestones: its progress is known without asking.
-        mission._prefetched_objects_cache = {"milestones": Milestone.objects.none()}
+        mission._prefetched_objects_cache = {"milestones": Milestone.objects.none()}  # type: ignore[attr-defined]
         if texts:
             rows = [{"id": pk, "text": text, "source": ConstraintSource.USER} for pk, text in zip(created.constraint_ids, texts)]
             savestate.new_mission_document(mission, rows)
