@@ -32,8 +32,9 @@ BUDGETS = {
     "resume": 8,
     "run_start": 5,  # authentication, the lock with the key, the start, the resume bundle (head, blobs)
     # authentication, the mission with its constraints, audit events and key (one statement), its
-    # first save state with the snapshot request, and the request marked published after commit
-    "mission_create": 4,
+    # first save state with the snapshot request, the request marked published after commit, and
+    # the answer's progress (its milestones counted)
+    "mission_create": 5,
     # authentication, the lock, the end (run, mission, audit events), the notification of a blocked
     # mission (its dedupe read, the owner's preference, the row, the webhooks), the head, the checkpoint
     "run_stop": 9,

@@ -10,7 +10,7 @@ from checkpoints.models import DURABLE_RECORD_KINDS, Checkpoint, Record
 from checkpoints.services import checkpoint_agent_state, state_get
 from quests import limits
 from quests.engine import lifecycle
-from quests.models import ApprovalStatus, AuditEvent, Constraint, ConstraintSource, Milestone, MilestoneKind, Mission, MissionStatus, StopReason
+from quests.models import ApprovalStatus, AuditEvent, Constraint, ConstraintSource, MilestoneKind, Mission, MissionStatus, StopReason
 from quests.services import idempotency, machine, pending, savestate
 from quests.services.access import get_for, require_person, require_whole_account
 from quests.services.audit import Actor, audit, audit_event
@@ -66,8 +66,6 @@ def mission_create(
             return Mission.objects.get(pk=replayed), True
         mission.pk = created.mission_id
         mission._state.adding, mission._state.db = False, DEFAULT_DB_ALIAS
-        # A new mission has no milestones: its progress is known without asking.
-        mission._prefetched_objects_cache = {"milestones": Milestone.objects.none()}  # type: ignore[attr-defined]
         if texts:
             rows = [{"id": pk, "text": text, "source": ConstraintSource.USER} for pk, text in zip(created.constraint_ids, texts)]
             savestate.new_mission_document(mission, rows)
