@@ -103,6 +103,44 @@ def test_a_run_start_is_replayed_by_its_key_and_audited(agent, mission):
     }
 
 
+def test_a_mission_is_created_with_its_constraints_in_order_audited_and_replayed_by_its_key(agent):
+    from quests.services.savestate import state_document
+
+    body = {"title": "Offsite", "objective": "Book it", "constraints": ["Budget 4k", "No Fridays", "Vegetarian menu"], "key": "create-1"}
+    first = agent.post("missions", body)
+    again = agent.post("missions", body)
+    assert (first.status_code, again.status_code) == (201, 200), first.content
+    assert again.json()["id"] == first.json()["id"]
+    assert agent.post("missions", {**body, "title": "Another"}).json()["error"]["code"] == "key_reuse"
+    mission = Mission.objects.get(pk=first.json()["id"])
+    assert list(mission.constraints.order_by("id").values_list("text", "source")) == [(t, "user") for t in body["constraints"]]
+    events = list(AuditEvent.objects.filter(mission=mission).order_by("id").values_list("entity", "entity_id", "action", "to_state", "data"))
+    constraint_ids = list(mission.constraints.order_by("id").values_list("pk", flat=True))
+    assert events == [("mission", mission.pk, "create", "ready", {})] + [
+        ("constraint", pk, "add", "active", {"text": text}) for pk, text in zip(constraint_ids, body["constraints"])
+    ]
+    assert IdempotentRequest.objects.filter(scope="missions", key="create-1", object_id=mission.pk).count() == 1
+    # Its first save state is the full rebuild, saved with a snapshot request.
+    document = {name: canonical_json(value) for name, value in state_document(mission).items() if name not in ("mission", "archive")}
+    assert {name: mission.state_pending[name].encode() for name in document} == document
+    assert (mission.state_version, mission.snapshot_requests.filter(status="pending").count()) == (1, 1)
+
+
+def test_a_run_stop_ends_the_run_moves_the_mission_and_writes_its_checkpoint(agent, run):
+    answer = agent.post(f"runs/{run['id']}/stop", {"reason": "blocked_external", "detail": "CRM down"})
+    assert answer.status_code == 200, answer.content
+    stopped, mission = Run.objects.get(pk=run["id"]), Mission.objects.get(pk=run["mission_id"])
+    assert (stopped.stop_reason, stopped.stop_detail, stopped.ended_at is not None) == ("blocked_external", "CRM down", True)
+    assert (mission.status, mission.stop_reason, mission.stop_detail, mission.active_run_id) == ("blocked", "blocked_external", "CRM down", None)
+    assert mission.head_checkpoint.trigger == "stop" and mission.head_checkpoint.run_id == run["id"]
+    events = AuditEvent.objects.filter(mission=mission, action__in=["stop_blocked", "end"]).order_by("id")
+    assert list(events.values_list("entity", "entity_id", "from_state", "to_state")) == [
+        ("mission", mission.pk, "running", "blocked"),
+        ("run", run["id"], "active", "blocked_external"),
+    ]
+    assert agent.post(f"runs/{run['id']}/stop", {"reason": "completed"}).status_code == 409
+
+
 def test_a_heartbeat_beats_a_live_run_only(agent, run):
     before = Run.objects.get(pk=run["id"]).heartbeat_at
     assert agent.post(f"runs/{run['id']}/heartbeat").status_code == 200
@@ -277,6 +315,19 @@ def test_each_operation_call_is_its_lock_and_one_write(agent, run):
         with CaptureQueriesContext(connection) as captured:
             assert agent.post(path, body).status_code == 200
         assert len(engine_statements(captured)) == 2, (action, engine_statements(captured))
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="statement counts are PostgreSQL's")
+def test_a_mission_create_is_one_statement_and_its_save_state_another_whatever_its_constraints(agent):
+    """The create (with the key's lookup), then the save state with the snapshot request (the
+    request is marked published after commit, which a test's transaction never reaches), then
+    the answer's count of milestones."""
+    for n in (1, 50):
+        with CaptureQueriesContext(connection) as captured:
+            assert (
+                agent.post("missions", {"title": "t", "objective": "o", "constraints": [f"r{i}" for i in range(n)], "key": uuid.uuid4().hex}).status_code == 201
+            )
+        assert len(engine_statements(captured)) == 3, engine_statements(captured)
 
 
 @pytest.mark.skipif(os.environ.get("QUESTLOG_ENGINE_ON_SQLITE") == "1", reason="already on SQLite")

@@ -41,6 +41,7 @@ ACTIONS = st.lists(
                 "decide",
                 "milestone",
                 "pause_restore",
+                "stop",
             ]
         ),
         st.integers(min_value=0, max_value=50),
@@ -140,6 +141,9 @@ class World:
                 )
         elif action == "milestone":
             milestones.milestone_claim(actor=self.agent, run_id=self.running(), kind="research_complete", title=f"Step {n}", gate=n % 2 == 0)
+        elif action == "stop":
+            # A stop's checkpoint copies the current document (the mission stays startable).
+            runs.run_stop(actor=self.agent, run_id=self.running(), reason="blocked_external", detail=f"down {n}")
         elif action == "pause_restore":
             mission = self.fresh()
             checkpoints = list(Checkpoint.objects.filter(mission=mission).order_by("seq"))
@@ -169,3 +173,24 @@ def test_the_current_document_is_always_the_full_rebuild(alice, actions):
             # checkpoint's id, so their document is the rebuild of the moment before.)
             if head is not None and head.pk in {c.pk for c in new} and head.trigger in ("agent", "background", "stop", "restore"):
                 assert head.state_refs == full_refs(mission), f"head after {action} {n}"
+
+
+@pytest.mark.parametrize("end", ["complete", "cancel", "cancel_waiting"])
+def test_the_checkpoint_of_an_ending_mission_is_the_full_rebuild(alice, end):
+    """A mission that ends ends what is pending on it; its stop checkpoint, which copies the
+    current document, holds the sections that changed."""
+    world = World(alice)
+    run_id = world.running()
+    approvals.milestone_claim(actor=world.agent, run_id=run_id, kind="research_complete", title="Found three venues", gate=False)
+    if end == "complete":
+        runs.run_stop(actor=world.agent, run_id=run_id, reason="completed")
+    else:
+        if end == "cancel_waiting":  # no run is going: the mission moves by itself
+            approvals.approval_request(actor=world.agent, run_id=run_id, action="book the venue", payload={}, reason="a deposit")
+        missions.mission_cancel(actor=world.person, mission_id=world.mission.pk)
+    mission = world.fresh()
+    assert Milestone.objects.get(mission=mission).withdrawn
+    assert not Approval.objects.filter(mission=mission, status="pending").exists()
+    assert mission.head_checkpoint.trigger == "stop"
+    assert mission.head_checkpoint.state_refs == full_refs(mission)
+    assert current_refs(mission) == full_refs(mission)

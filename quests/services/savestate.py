@@ -147,6 +147,15 @@ def sections_refresh(mission: Mission, names: Iterable[str] = SECTIONS, *, recou
         report["watermark"] = Record.objects.filter(mission_id=mission.pk).aggregate(m=Max("pk"))["m"] or 0
 
 
+def new_mission_document(mission: Mission, constraints: list[dict[str, Any]]) -> None:
+    """The current document of a mission just created, made without reading its tables: every
+    section empty but its constraints (rows as `section_rows` reads them), nothing archived. It
+    is what `sections_refresh(recount=True)` would read back."""
+    mission.state_refs, mission.state_pending, mission.state_report = {}, {}, {}
+    apply_sections(mission, {name: constraints if name == "constraints" else [] for name in SECTIONS})
+    _report(mission)["format"] = sections.FORMAT
+
+
 def ensure_current(mission: Mission) -> bool:
     """Build the current document of a mission that has none yet (one written before it was kept),
     or one made by serialisers of an older format (`checkpoints.sections.FORMAT`). Says whether it did."""
@@ -249,12 +258,14 @@ def take_checkpoint(
 ) -> Checkpoint:
     """Write a checkpoint of the mission (whose row the caller holds locked) and move its head.
 
-    The agent's checkpoints and background snapshots copy the current document. The system's
-    own (a stop, an approval, a milestone, a restore) come after changes made by the people-side
-    services and rebuild every section (and recount the archive) first, so they never depend on a
-    section being refreshed. The write is the engine's one statement (`writes.checkpoint_write`),
+    The agent's checkpoints, background snapshots and stops copy the current document (a stop
+    changes the mission row, which the `mission` section is made from when the checkpoint is
+    written, and ends pending items, whose sections `runs.pending_ended` refreshes). The system's
+    other checkpoints (an approval, a milestone, a restore) come after changes made by the
+    people-side services and rebuild every section (and recount the archive) first, so they never
+    depend on a section being refreshed. The write is the engine's one statement (`writes.checkpoint_write`),
     which also beats `run` (`beat`) and remembers the idempotency `key` that asked for it."""
-    if trigger not in (Trigger.AGENT, Trigger.BACKGROUND):
+    if trigger not in (Trigger.AGENT, Trigger.BACKGROUND, Trigger.STOP):
         # A restore sets records aside, so the archive totals are counted again too.
         sections_refresh(mission, recount=True)
     return _write(
