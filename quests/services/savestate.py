@@ -263,7 +263,7 @@ def take_checkpoint(
     if trigger not in (Trigger.AGENT, Trigger.BACKGROUND):
         # A restore sets records aside, so the archive totals are counted again too.
         sections_refresh(mission, recount=True)
-    return _write(
+    checkpoint = _write(
         mission,
         trigger=trigger,
         run=run,
@@ -275,6 +275,17 @@ def take_checkpoint(
         beat=beat,
         key=key,
     )
+    assert checkpoint is not None  # written under the mission's lock: nothing can have moved
+    return checkpoint
+
+
+def take_checkpoint_unless_moved(
+    mission: Mission, *, run: Run, agent_state: dict[str, Any], note: str, stored: AbstractSet[str], key: writes.Key, claim: writes.Claim
+) -> Checkpoint | None:
+    """The agent's checkpoint of a mission read without its lock (`writes.checkpoint_read`): written
+    only if the mission row is still as read, in one autocommit statement that takes the blob
+    writers' guard itself; None, with nothing written, when it moved meanwhile."""
+    return _write(mission, trigger=Trigger.AGENT, run=run, agent_state=agent_state, note=note, guarded=True, stored=stored, beat=True, key=key, claim=claim)
 
 
 def take_checkpoint_if_changed(mission: Mission, *, trigger: str) -> Checkpoint | None:
@@ -321,7 +332,8 @@ def _write(
     stored: AbstractSet[str] = frozenset(),
     beat: bool = False,
     key: writes.Key | None = None,
-) -> Checkpoint:
+    claim: writes.Claim | None = None,
+) -> Checkpoint | None:
     if not guarded:
         blob_writers_guard()
     if archived is None and _report(mission)["archive_due"]:
@@ -361,7 +373,9 @@ def _write(
         mission_state_refs=mission.state_refs,
         mission_state_report=mission.state_report,
     )
-    written = writes.checkpoint_write(row, beat_run_id=run.pk if beat and run else None, key=key, key_owner_id=mission.owner_id)
+    written = writes.checkpoint_write(row, beat_run_id=run.pk if beat and run else None, key=key, key_owner_id=mission.owner_id, claim=claim)
+    if written is None:
+        return None
     checkpoint = Checkpoint(
         id=written.id,
         created_at=written.created_at,
