@@ -101,7 +101,7 @@ def test_a_token_that_is_not_valid_is_401_and_nothing_is_written(agent, alice, r
 
 @pytest.mark.django_db
 def test_a_token_limited_to_another_mission_or_of_another_user_is_404(agent, alice, bob_agent, run):
-    other, _ = Mission.objects.get(pk=run["mission_id"]), None
+    other = Mission.objects.get(pk=run["mission_id"])
     limited_to = agent.post("missions", {"title": "Another", "objective": "Something else."}).json()
     _, raw = token_create(user=alice, name="limited", mission=Mission.objects.get(pk=limited_to["id"]))
     for caller in (ApiClient(Client(), raw), bob_agent):
@@ -208,3 +208,14 @@ def test_a_write_whose_mission_moved_after_the_read_takes_the_locked_path(agent,
     assert len(checkpoints) == 2
     mission = Mission.objects.get(pk=run["mission_id"])
     assert checkpoints[-1].state_refs["decisions"] == mission.state_refs["decisions"] != checkpoints[0].state_refs["decisions"]
+
+
+def test_the_key_s_body_hash_made_from_the_parts_is_the_body_s():
+    """The checkpoint serialises its state once: the key's request hash is made from the parts'
+    canonical JSON, and must equal the hash of the body itself (keys remembered before stay valid)."""
+    from quests.services import idempotency, records, savestate
+
+    for state, note in ((STATE, ""), ({"é": [1, 2.5, None, True], "a": {"z": "ü", "b": []}}, "a note"), ({}, "")):
+        made = records.checkpoint_keyed("k", savestate.agent_parts_of(state), note)
+        assert made == idempotency.keyed("checkpoints", "k", {"agent_state": state, "note": note})
+        assert made.request_hash

@@ -10,7 +10,7 @@ from typing import Any
 from django.conf import settings
 from django.db import transaction
 
-from checkpoints import compaction
+from checkpoints import compaction, services as storage
 from checkpoints.models import Checkpoint, Record, RecordKind
 from checkpoints.sections import touched
 from checkpoints.services import sha256_hex
@@ -30,7 +30,8 @@ def checkpoint_create(
     caller (an agent token's `Credentials`, or an actor) and reads without a lock; the second
     writes only if the mission row is still as read. When it moved (another writer went first),
     the locked path writes instead."""
-    keyed = idempotency.keyed("checkpoints", key, {"agent_state": agent_state, "note": note})
+    parts = savestate.agent_parts_of(agent_state)
+    keyed = checkpoint_keyed(key, parts, note)
     seen = writes.checkpoint_read(actor if isinstance(actor, writes.Credentials) else locking.caller(actor), run_id, keyed)
     if seen is None:
         raise Unauthenticated("Send a valid agent token (Authorization: Bearer …) or sign in.")
@@ -40,12 +41,12 @@ def checkpoint_create(
     locked = seen.locked
     if locked is None or seen.claim is None or idempotency.replayed(keyed, locked.replay) is not None:
         tokens.token_used(use_due)
-        return _checkpoint_locked(seen.caller, run_id, agent_state=agent_state, note=note, keyed=keyed)
+        return _checkpoint_locked(seen.caller, run_id, agent_parts=parts, note=note, keyed=keyed)
     locking.refuse_unless_active(locked.run, locked.mission)
     checkpoint = savestate.take_checkpoint_unless_moved(
         locked.mission,
         run=locked.run,
-        agent_state=agent_state,
+        agent_parts=parts,
         note=note,
         stored=locked.head_parts(),
         key=keyed,
@@ -54,10 +55,17 @@ def checkpoint_create(
     if checkpoint is not None:
         return checkpoint, False
     tokens.token_used(use_due)
-    return _checkpoint_locked(seen.caller, run_id, agent_state=agent_state, note=note, keyed=keyed)
+    return _checkpoint_locked(seen.caller, run_id, agent_parts=parts, note=note, keyed=keyed)
 
 
-def _checkpoint_locked(caller: writes.Caller, run_id: int, *, agent_state: dict[str, Any], note: str, keyed: writes.Key) -> tuple[Checkpoint, bool]:
+def checkpoint_keyed(key: str | None, parts: savestate.AgentParts, note: str) -> writes.Key:
+    """The checkpoint's idempotency key, its body hash made from the state's parts: the state is
+    serialised once (the same bytes as the canonical JSON of {"agent_state": …, "note": …})."""
+    body = b'{"agent_state":' + storage.joined(parts[0], parts[1]) + b',"note":' + storage.canonical_json(note) + b"}"
+    return idempotency.keyed_canonical("checkpoints", key, body)
+
+
+def _checkpoint_locked(caller: writes.Caller, run_id: int, *, agent_parts: savestate.AgentParts, note: str, keyed: writes.Key) -> tuple[Checkpoint, bool]:
     """The agent's checkpoint under its mission's row lock: for a replay, a refusal, SQLite, and
     the rare write whose mission moved after it was read."""
     with transaction.atomic():
@@ -72,7 +80,7 @@ def _checkpoint_locked(caller: writes.Caller, run_id: int, *, agent_state: dict[
             locked.mission,
             trigger="agent",
             run=locked.run,
-            agent_state=agent_state,
+            agent_parts=agent_parts,
             note=note,
             guarded=True,
             stored=locked.head_parts(),
