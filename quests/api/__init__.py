@@ -42,15 +42,16 @@ class StorableJsonParser(Parser):
 
 
 class QuestlogAPI(NinjaAPI):
-    def on_exception(self, request: HttpRequest, exc: Exception) -> HttpResponse:
+    def on_exception(self, request: HttpRequest, exc: Any) -> HttpResponse:
         # A body refused before a service that authenticates its token could: the token is
         # authenticated now, so that an invalid one is still 401 whatever the body.
+        answered: Any = exc
         try:
             if refused_before_the_service(request):
-                exc = AuthenticationError()
+                answered = AuthenticationError()
         except ServiceError as over_the_rate:
-            exc = over_the_rate
-        return super().on_exception(request, exc)
+            answered = over_the_rate
+        return super().on_exception(request, answered)
 
     def get_openapi_schema(self, *args: Any, **kwargs: Any):
         schema = super().get_openapi_schema(*args, **kwargs)
