@@ -26,9 +26,9 @@ BUDGETS = {
     "operation_attempt": 3,
     "operation_complete": 3,
     "operation_fail": 3,
-    "checkpoint": 3,  # authentication, the lock (with the key and the head), the write
+    "checkpoint": 2,  # authentication with the read (the run, its mission, the key, the head), the write
     # … and the read of the notes a compaction pass archives, when the live notes outgrew the window
-    "checkpoint_after_other_changes": 4,
+    "checkpoint_after_other_changes": 3,
     "resume": 8,
     "run_start": 5,  # authentication, the lock with the key, the start, the resume bundle (head, blobs)
     # authentication, the mission with its constraints, audit events and key (one statement), its

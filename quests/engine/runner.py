@@ -89,13 +89,20 @@ def model_from_row(model: type[M], values: Sequence[Any]) -> M:
     """An instance of `model` from its columns in field order, converted as Django converts them
     when it reads the model (JSON decoded, SQLite's times parsed)."""
     fields = model._meta.concrete_fields
-    converted = []
-    for field, value in zip(fields, values):
-        expression = field.get_col(model._meta.db_table)
-        for converter in connection.ops.get_db_converters(expression) + expression.get_db_converters(connection):
-            value = converter(value, expression, connection)
-        converted.append(value)
+    converted = [_converted(model, field, value) for field, value in zip(fields, values)]
     return model.from_db(connection.alias, [f.attname for f in fields], converted)
+
+
+def field_value(model: type[Model], name: str, value: Any) -> Any:
+    """One column of `model` read outside an instance, converted as Django converts it."""
+    return _converted(model, model._meta.get_field(name), value)
+
+
+def _converted(model: type[Model], field: Any, value: Any) -> Any:
+    expression = field.get_col(model._meta.db_table)
+    for converter in connection.ops.get_db_converters(expression) + expression.get_db_converters(connection):
+        value = converter(value, expression, connection)
+    return value
 
 
 def json_value(value: Any) -> Any:

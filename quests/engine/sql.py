@@ -52,13 +52,17 @@ LOCK_RUN_SQLITE = _LOCK_RUN
 # The blobs it needs that are new, the notes a compaction pass archives (their blobs go with the
 # others), its row, the key that made it, the run's heartbeat, and the mission's head moved to it
 # with the save state's bookkeeping. `new_bytes` counts the state's blobs this statement stored.
-CHECKPOINT_WRITE_PG = """
-WITH beat AS (
-    UPDATE quests_run SET heartbeat_at = %(now)s WHERE id = %(beat_run_id)s
+# Everything hangs off `claimed`, the row the checkpoint gets its id from: under the mission's row
+# lock (the locked path) it is simply the next id; on the agent's fast path it is the mission row
+# the compare-and-set claimed, so that nothing is written when the mission moved meanwhile.
+_CHECKPOINT_WRITE = """
+WITH {claim}, beat AS (
+    UPDATE quests_run SET heartbeat_at = %(now)s WHERE id = %(beat_run_id)s AND EXISTS (SELECT 1 FROM claimed)
 ), stored AS (
     INSERT INTO "checkpoints_blob" (sha256, data, size_bytes, media_type, created_at, retention_class, retention_approved_at, expires_at)
     SELECT sent.sha, sent.data, length(sent.data), sent.media_type, %(now)s, 'working', NULL, NULL
       FROM unnest(CAST(%(blob_shas)s AS text[]), CAST(%(blob_data)s AS bytea[]), CAST(%(blob_media)s AS text[])) AS sent(sha, data, media_type)
+     WHERE EXISTS (SELECT 1 FROM claimed)
     ON CONFLICT DO NOTHING
     RETURNING sha256, size_bytes
 ), archived AS (
@@ -66,33 +70,99 @@ WITH beat AS (
        SET blob_id = moved.blob_id, text = moved.preview, size_bytes = moved.size_bytes, archived = TRUE
       FROM unnest(CAST(%(archived_ids)s AS bigint[]), CAST(%(archived_blobs)s AS text[]), CAST(%(archived_previews)s AS text[]),
                   CAST(%(archived_sizes)s AS integer[])) AS moved(id, blob_id, preview, size_bytes)
-     WHERE checkpoints_record.id = moved.id
+     WHERE checkpoints_record.id = moved.id AND EXISTS (SELECT 1 FROM claimed)
 ), made AS (
     INSERT INTO checkpoints_checkpoint (
-        created_at, retention_class, retention_approved_at, expires_at, mission_id, run_id, parent_id, seq, trigger,
+        id, created_at, retention_class, retention_approved_at, expires_at, mission_id, run_id, parent_id, seq, trigger,
         hash, verified, verified_at, note, state_refs, agent_state_refs, record_watermark, size_bytes,
         agent_state_bytes, new_bytes, compaction_report)
-    VALUES (
-        %(now)s, 'working', NULL, NULL, %(mission_id)s, %(run_id)s, %(parent_id)s, %(seq)s, %(trigger)s,
-        %(hash)s, false, NULL, %(note)s, CAST(%(state_refs)s AS jsonb), CAST(%(agent_state_refs)s AS jsonb),
-        %(record_watermark)s, %(size_bytes)s, %(agent_state_bytes)s,
+    SELECT
+        claimed.id, %(now)s, 'working', NULL, NULL, CAST(%(mission_id)s AS bigint), CAST(%(run_id)s AS bigint),
+        CAST(%(parent_id)s AS bigint), CAST(%(seq)s AS integer), CAST(%(trigger)s AS text),
+        CAST(%(hash)s AS text), false, NULL, CAST(%(note)s AS text), CAST(%(state_refs)s AS jsonb), CAST(%(agent_state_refs)s AS jsonb),
+        CAST(%(record_watermark)s AS bigint), CAST(%(size_bytes)s AS bigint), CAST(%(agent_state_bytes)s AS bigint),
         (SELECT COALESCE(SUM(size_bytes), 0) FROM stored WHERE sha256 = ANY(CAST(%(counted)s AS text[]))),
-        CAST(%(compaction_report)s AS jsonb))
+        CAST(%(compaction_report)s AS jsonb)
+      FROM claimed
     RETURNING id, new_bytes
 ), remembered AS (
     INSERT INTO quests_idempotentrequest (owner_id, scope, key, request_hash, object_id, created_at)
     SELECT %(key_owner_id)s, %(key_scope)s, CAST(%(key)s AS text), %(request_hash)s, made.id, %(now)s
       FROM made
      WHERE CAST(%(key)s AS text) IS NOT NULL
-), moved AS (
-    UPDATE quests_mission
-       SET head_checkpoint_id = made.id, next_checkpoint_seq = %(seq)s + 1, updated_at = %(now)s,
-           state_refs = CAST(%(mission_state_refs)s AS jsonb), state_pending = '{}',
-           state_report = CAST(%(mission_state_report)s AS jsonb)
+){move}
+SELECT id, new_bytes FROM made"""
+# The mission's head moved to the checkpoint, with its save state's bookkeeping.
+_CHECKPOINT_MISSION_MOVED = """UPDATE quests_mission
+       SET head_checkpoint_id = {head}, next_checkpoint_seq = %(seq)s + 1, updated_at = %(now)s,
+           state_refs = CAST(%(mission_state_refs)s AS jsonb), state_pending = '{{}}',
+           state_report = CAST(%(mission_state_report)s AS jsonb)"""
+CHECKPOINT_WRITE_PG = _CHECKPOINT_WRITE.format(
+    claim="claimed AS (\n    SELECT nextval('checkpoints_checkpoint_id_seq') AS id\n)",
+    move=f""", moved AS (
+    {_CHECKPOINT_MISSION_MOVED.format(head="made.id")}
       FROM made
      WHERE quests_mission.id = %(mission_id)s
+)""",
 )
-SELECT id, new_bytes FROM made"""
+
+# --- The agent's checkpoint in two round trips -------------------------------------------------------
+# Round trip 1, in autocommit, locking nothing: who is calling (an agent token by its hash: valid,
+# not revoked, its user active, and the one mission it may be limited to; or a signed-in user as
+# given), the run and its mission as the caller may see them, the head's agent-state refs, what
+# the idempotency key already made, a fingerprint of the whole mission row as read, and the id the
+# checkpoint will have. No row: the caller is not authenticated; a row without a run: not found.
+_CALLER = """SELECT t.user_id, t.id AS token_id, t.mission_id AS token_mission_id, t.last_used_at
+          FROM quests_agenttoken t JOIN auth_user u ON u.id = t.user_id
+         WHERE t.token_hash = CAST(%(token_hash)s AS text) AND t.revoked_at IS NULL AND u.is_active
+        UNION ALL
+        SELECT CAST(%(user_id)s AS integer), NULL, CAST(%(token_mission_id)s AS bigint), NULL
+         WHERE CAST(%(token_hash)s AS text) IS NULL"""
+_CHECKPOINT_READ = f"""
+SELECT who.user_id, who.token_id, who.token_mission_id, who.last_used_at,
+       {RUN_COLUMNS}, {MISSION_COLUMNS},
+       head.id AS head_seen_id, head.agent_state_refs AS head_seen_parts,
+       earlier.object_id AS replay_object_id, earlier.request_hash AS replay_request_hash{{extra}}
+  FROM ({_CALLER}) who
+  LEFT JOIN (quests_run r JOIN quests_mission m ON m.id = r.mission_id)
+         ON r.id = %(run_id)s
+        AND m.owner_id = who.user_id
+        AND (who.token_mission_id IS NULL OR m.id = who.token_mission_id)
+  LEFT JOIN checkpoints_checkpoint head ON head.id = m.head_checkpoint_id
+  LEFT JOIN quests_idempotentrequest earlier
+         ON earlier.owner_id = m.owner_id
+        AND earlier.scope = 'm' || m.id || ':' || %(key_suffix)s
+        AND earlier.key = %(key)s"""
+CHECKPOINT_READ_PG = _CHECKPOINT_READ.format(
+    extra=""",
+       md5(CAST(m AS text)) AS mission_seen,
+       CASE WHEN r.id IS NOT NULL THEN nextval('checkpoints_checkpoint_id_seq') END AS checkpoint_id"""
+)
+# SQLite writes under its database lock (the locked path): nothing to fingerprint or allocate.
+CHECKPOINT_READ_SQLITE = _CHECKPOINT_READ.format(extra=", NULL AS mission_seen, NULL AS checkpoint_id")
+
+# Round trip 2, in autocommit (one statement is one transaction): the checkpoint written only if
+# the mission row is still the one read (same fingerprint, and the run still its active run). The
+# compare-and-set is the mission's update itself: it moves the head to the pre-allocated id and
+# locks the row to the end of the statement, so a concurrent writer either went before (then
+# nothing matches here, and the caller takes the locked path) or waits. It takes the blob
+# writers' shared lock first (`guard`): every insert hangs off `claimed`, so none runs before it.
+# The token's last use is noted here when a minute has passed since the last one.
+CHECKPOINT_CLAIMED_WRITE_PG = _CHECKPOINT_WRITE.format(
+    claim=f"""guard AS (
+    SELECT pg_advisory_xact_lock_shared(%(blob_gc_lock)s)
+), claimed AS (
+    {_CHECKPOINT_MISSION_MOVED.format(head="%(checkpoint_id)s")}
+      FROM guard
+     WHERE quests_mission.id = %(mission_id)s
+       AND quests_mission.active_run_id = %(run_id)s
+       AND md5(CAST(quests_mission AS text)) = %(mission_seen)s
+    RETURNING CAST(%(checkpoint_id)s AS bigint) AS id
+), token_used AS (
+    UPDATE quests_agenttoken SET last_used_at = %(now)s WHERE id = %(used_token_id)s
+)""",
+    move="",
+)
 
 CHECKPOINT_WRITE_SQLITE = (
     "UPDATE quests_run SET heartbeat_at = %(now)s WHERE id = %(beat_run_id)s",

@@ -2,13 +2,14 @@
 PostgreSQL; the caller holds Django's transaction (`transaction.atomic`)."""
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 from checkpoints.pruning import BLOB_GC_LOCK
 from quests.engine import runner, sql
-from quests.models import Mission, Run
+from quests.models import AgentToken, Mission, Run
 
 _RUN_WIDTH = len(Run._meta.concrete_fields)
 _MISSION_WIDTH = len(Mission._meta.concrete_fields)
@@ -65,9 +66,76 @@ def lock_run(caller: Caller, run_id: int, key: Key | None = None) -> Locked | No
         "blob_gc_lock": BLOB_GC_LOCK,
     }
     rows = runner.fetch(sql.LOCK_RUN_PG if runner.is_postgresql() else sql.LOCK_RUN_SQLITE, params)
+    return _locked(rows[0]) if rows else None
+
+
+@dataclass(frozen=True)
+class Credentials:
+    """An agent token as its bearer sent it, by its hash: the engine's first statement authenticates it."""
+
+    token_hash: str
+
+
+@dataclass(frozen=True)
+class Claim:
+    """What the agent checkpoint's fast path read without a lock, for its write's compare-and-set:
+    the mission row's fingerprint as read and the id the checkpoint gets (and the token whose last
+    use the write notes, if due)."""
+
+    mission_seen: str
+    checkpoint_id: int
+    used_token_id: int | None = None
+
+
+@dataclass
+class Seen:
+    """What `checkpoint_read` read: who called, and (when the caller may see the run) the same as
+    `lock_run` reads, without the lock, with the `claim` for the write (PostgreSQL only)."""
+
+    caller: Caller
+    token_id: int | None
+    token_last_used_at: datetime | None
+    locked: Locked | None
+    claim: Claim | None
+
+
+def checkpoint_read(who: Caller | Credentials, run_id: int, key: Key) -> Seen | None:
+    """Round trip 1 of the agent's checkpoint: authenticate, read the run, its mission, the head's
+    parts and the key's earlier answer, and allocate the checkpoint's id; None when the token is
+    not valid."""
+    credentials = who if isinstance(who, Credentials) else None
+    caller = who if isinstance(who, Caller) else Caller(user_id=0)
+    params = {
+        "token_hash": credentials.token_hash if credentials else None,
+        "user_id": caller.user_id,
+        "token_mission_id": caller.token_mission_id,
+        "run_id": run_id,
+        "key": key.key,
+        "key_suffix": key.suffix,
+    }
+    rows = runner.fetch(sql.CHECKPOINT_READ_PG if runner.is_postgresql() else sql.CHECKPOINT_READ_SQLITE, params)
     if not rows:
         return None
-    row = rows[0]
+    (user_id, token_id, token_mission_id, last_used_at), row = rows[0][:4], rows[0][4:]
+    seen = Seen(
+        caller=Caller(user_id=user_id, token_mission_id=token_mission_id),
+        token_id=token_id,
+        token_last_used_at=runner.field_value(AgentToken, "last_used_at", last_used_at),
+        locked=None,
+        claim=None,
+    )
+    if row[0] is None:
+        return seen
+    seen.locked = _locked(row)
+    mission_seen, checkpoint_id = row[_RUN_WIDTH + _MISSION_WIDTH + 4 :]
+    if checkpoint_id is not None:
+        seen.claim = Claim(mission_seen=mission_seen, checkpoint_id=checkpoint_id)
+    return seen
+
+
+def _locked(row: Sequence[Any]) -> Locked:
+    """The run, its mission, the head's parts and the key's earlier answer, from a row that holds
+    them in that order (`sql.LOCK_RUN_PG`, `sql.CHECKPOINT_READ_PG`)."""
     run = runner.model_from_row(Run, row[:_RUN_WIDTH])
     mission = runner.model_from_row(Mission, row[_RUN_WIDTH : _RUN_WIDTH + _MISSION_WIDTH])
     head_id, head_parts, replay_id, replay_hash = row[_RUN_WIDTH + _MISSION_WIDTH : _RUN_WIDTH + _MISSION_WIDTH + 4]
@@ -112,9 +180,13 @@ class Written:
     created_at: datetime
 
 
-def checkpoint_write(row: CheckpointRow, *, beat_run_id: int | None = None, key: Key | None = None, key_owner_id: int | None = None) -> Written:
+def checkpoint_write(
+    row: CheckpointRow, *, beat_run_id: int | None = None, key: Key | None = None, key_owner_id: int | None = None, claim: Claim | None = None
+) -> Written | None:
     """Store the checkpoint's new blobs and its row, remember the key that made it, beat the run,
-    and move the mission's head to it: one statement on PostgreSQL."""
+    and move the mission's head to it: one statement on PostgreSQL. With a `claim` (PostgreSQL,
+    in autocommit, no lock held) only if the mission row is still the one read: None when it
+    moved, and nothing is written."""
     now = runner.now()
     params: dict[str, Any] = {
         "now": now,
@@ -145,10 +217,16 @@ def checkpoint_write(row: CheckpointRow, *, beat_run_id: int | None = None, key:
     previews = row.archived_previews
     if runner.is_postgresql():
         shas = list(contents)
-        (made,) = runner.fetch(
-            sql.CHECKPOINT_WRITE_PG,
+        claimed = (
+            {"blob_gc_lock": BLOB_GC_LOCK, "checkpoint_id": claim.checkpoint_id, "mission_seen": claim.mission_seen, "used_token_id": claim.used_token_id}
+            if claim
+            else {}
+        )
+        rows = runner.fetch(
+            sql.CHECKPOINT_CLAIMED_WRITE_PG if claim else sql.CHECKPOINT_WRITE_PG,
             {
                 **params,
+                **claimed,
                 "blob_shas": shas,
                 "blob_data": [contents[s] for s in shas],
                 "blob_media": [media[s] for s in shas],
@@ -159,7 +237,12 @@ def checkpoint_write(row: CheckpointRow, *, beat_run_id: int | None = None, key:
                 "archived_sizes": [p[2] for p in previews.values()],
             },
         )
-        return Written(id=made[0], new_bytes=made[1], created_at=now)
+        if not rows:
+            return None
+        ((made_id, new_bytes),) = rows
+        return Written(id=made_id, new_bytes=new_bytes, created_at=now)
+    if claim is not None:
+        raise ValueError("SQLite writes a checkpoint under its database lock: no claim.")
     beat, blob, archive, insert, remember, move = sql.CHECKPOINT_WRITE_SQLITE
     stored = runner.steps(
         [(beat, params)]

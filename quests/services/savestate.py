@@ -42,6 +42,8 @@ RECORD_SECTIONS = sections.RECORD_SECTIONS
 # The sections kept current by the services; `mission` and `archive` come from the mission row.
 SECTIONS = sections.KEPT
 ZERO_TOTAL = {"notes": 0, "tool_outputs": 0, "bytes": 0}
+# An agent state as its parts: {key: sha256}, {sha256: canonical JSON}, and its size in bytes.
+AgentParts = tuple[dict[str, str], dict[str, bytes], int]
 # --- The current document, kept up to date -------------------------------------------------------
 
 
@@ -249,7 +251,7 @@ def take_checkpoint(
     trigger: str,
     run: Run | None = None,
     agent_state: dict[str, Any] | None = None,
-    agent_parts: tuple[dict[str, str], dict[str, bytes], int] | None = None,
+    agent_parts: AgentParts | None = None,
     note: str = "",
     guarded: bool = False,
     stored: AbstractSet[str] = frozenset(),
@@ -268,7 +270,7 @@ def take_checkpoint(
     if trigger not in (Trigger.AGENT, Trigger.BACKGROUND, Trigger.STOP):
         # A restore sets records aside, so the archive totals are counted again too.
         sections_refresh(mission, recount=True)
-    return _write(
+    checkpoint = _write(
         mission,
         trigger=trigger,
         run=run,
@@ -280,6 +282,17 @@ def take_checkpoint(
         beat=beat,
         key=key,
     )
+    assert checkpoint is not None  # written under the mission's lock: nothing can have moved
+    return checkpoint
+
+
+def take_checkpoint_unless_moved(
+    mission: Mission, *, run: Run, agent_parts: AgentParts, note: str, stored: AbstractSet[str], key: writes.Key, claim: writes.Claim
+) -> Checkpoint | None:
+    """The agent's checkpoint of a mission read without its lock (`writes.checkpoint_read`): written
+    only if the mission row is still as read, in one autocommit statement that takes the blob
+    writers' guard itself; None, with nothing written, when it moved meanwhile."""
+    return _write(mission, trigger=Trigger.AGENT, run=run, agent_parts=agent_parts, note=note, guarded=True, stored=stored, beat=True, key=key, claim=claim)
 
 
 def take_checkpoint_if_changed(mission: Mission, *, trigger: str) -> Checkpoint | None:
@@ -299,9 +312,7 @@ def head_of(mission: Mission) -> Checkpoint | None:
     return named_now(mission, "head_checkpoint")
 
 
-def _agent_side(
-    mission: Mission, agent_state: dict[str, Any] | None, agent_parts: tuple[dict[str, str], dict[str, bytes], int] | None
-) -> tuple[dict[str, str], dict[str, bytes], int]:
+def _agent_side(mission: Mission, agent_state: dict[str, Any] | None, agent_parts: AgentParts | None) -> AgentParts:
     """The agent state's refs, the contents that may be new, and its size. With neither a state
     nor its parts, the head's agent state is carried over by reference (the system's checkpoints)."""
     if agent_parts is not None:
@@ -309,6 +320,11 @@ def _agent_side(
     if agent_state is None:
         head = head_of(mission)
         return (dict(head.agent_state_refs), {}, head.agent_state_bytes) if head else ({}, {}, 0)
+    return agent_parts_of(agent_state)
+
+
+def agent_parts_of(agent_state: dict[str, Any]) -> AgentParts:
+    """An agent state split into its content-addressed parts, with its size."""
     refs, contents = storage.parts(agent_state)
     return refs, contents, sum(len(contents[sha]) for sha in refs.values())
 
@@ -319,14 +335,15 @@ def _write(
     trigger: str,
     run: Run | None = None,
     agent_state: dict[str, Any] | None = None,
-    agent_parts: tuple[dict[str, str], dict[str, bytes], int] | None = None,
+    agent_parts: AgentParts | None = None,
     note: str = "",
     guarded: bool = False,
     archived: "compaction.Archived | None" = None,
     stored: AbstractSet[str] = frozenset(),
     beat: bool = False,
     key: writes.Key | None = None,
-) -> Checkpoint:
+    claim: writes.Claim | None = None,
+) -> Checkpoint | None:
     if not guarded:
         blob_writers_guard()
     if archived is None and _report(mission)["archive_due"]:
@@ -366,7 +383,9 @@ def _write(
         mission_state_refs=mission.state_refs,
         mission_state_report=mission.state_report,
     )
-    written = writes.checkpoint_write(row, beat_run_id=run.pk if beat and run else None, key=key, key_owner_id=mission.owner_id)
+    written = writes.checkpoint_write(row, beat_run_id=run.pk if beat and run else None, key=key, key_owner_id=mission.owner_id, claim=claim)
+    if written is None:
+        return None
     checkpoint = Checkpoint(
         id=written.id,
         created_at=written.created_at,
