@@ -16,7 +16,8 @@ common.setup()
 from django.db import connection, transaction  # noqa: E402
 from rounds import rounds, show  # noqa: E402
 
-from quests.engine import runner, sql, writes  # noqa: E402
+from quests.engine import runner, writes  # noqa: E402
+from quests.engine.sql import runs as runs_sql  # noqa: E402
 from quests.services import missions, runs, savestate  # noqa: E402
 from quests.services.audit import Actor  # noqa: E402
 
@@ -77,7 +78,7 @@ def _params(row: writes.CheckpointRow, run_id: int, owner_id: int) -> dict:
 
 def steps_one_by_one(row: writes.CheckpointRow, run_id: int, owner_id: int, *, pipeline: bool) -> None:
     """The SQLite form on PostgreSQL: beat, blobs (one insert each), row, key, head."""
-    beat, blob, _, insert, remember, move = sql.CHECKPOINT_WRITE_SQLITE
+    beat, blob, _, insert, remember, move = runs_sql.CHECKPOINT_WRITE_SQLITE
     params = _params(row, run_id, owner_id)
     with runner.cursor() as c:
 

@@ -16,7 +16,8 @@ common.setup()
 from django.db import connection, transaction  # noqa: E402
 from rounds import rounds, show  # noqa: E402
 
-from quests.engine import reads, runner, sql  # noqa: E402
+from quests.engine import reads, runner  # noqa: E402
+from quests.engine.sql import bundle as bundle_sql  # noqa: E402
 from quests.services import missions, operations, records, runs  # noqa: E402
 from quests.services.audit import Actor  # noqa: E402
 
@@ -26,7 +27,7 @@ ROUNDS, SAMPLES = (2, 20) if QUICK else (6, 100)
 
 def sections_typed(params: dict, *, pipeline: bool) -> list[list[tuple]]:
     """Each section as its own statement, typed rows (the SQLite form, run on PostgreSQL)."""
-    statements = sql.RESUME_BUNDLE_SQLITE[:-1]  # the agent state's step is SQLite's own JSON
+    statements = bundle_sql.RESUME_BUNDLE_SQLITE[:-1]  # the agent state's step is SQLite's own JSON
     if not pipeline:
         with runner.cursor() as c:
             found = []

@@ -181,7 +181,7 @@ def test_the_checkpoint_of_an_ending_mission_is_the_full_rebuild(alice, end):
     current document, holds the sections that changed."""
     world = World(alice)
     run_id = world.running()
-    approvals.milestone_claim(actor=world.agent, run_id=run_id, kind="research_complete", title="Found three venues", gate=False)
+    milestones.milestone_claim(actor=world.agent, run_id=run_id, kind="research_complete", title="Found three venues", gate=False)
     if end == "complete":
         runs.run_stop(actor=world.agent, run_id=run_id, reason="completed")
     else:

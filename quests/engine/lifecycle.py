@@ -2,12 +2,12 @@
 is `writes.run_start`.) Each is one statement on PostgreSQL, whatever the number of constraints
 or audit events (arrays, unnested); the caller holds Django's transaction (`transaction.atomic`)."""
 
-import json
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from quests.engine import runner, sql
+from quests.engine import runner
+from quests.engine.sql import lifecycle as lifecycle_sql
 from quests.models import AuditEvent, Mission, Run
 
 
@@ -42,7 +42,7 @@ def mission_create(
         "title": mission.title,
         "objective": mission.objective,
         "status": mission.status,
-        "planned_milestones": _json(mission.planned_milestones),
+        "planned_milestones": runner.json_text(mission.planned_milestones),
         "source": constraint_source,
         "actor_user_id": created.actor_user_id,
         "actor_token_id": created.actor_token_id,
@@ -52,9 +52,11 @@ def mission_create(
         "request_hash": request_hash,
     }
     if runner.is_postgresql():
-        ((mission_id, constraint_ids, earlier_id, earlier_hash),) = runner.fetch(sql.MISSION_CREATE_PG, {**params, "constraint_texts": constraint_texts})
+        ((mission_id, constraint_ids, earlier_id, earlier_hash),) = runner.fetch(
+            lifecycle_sql.MISSION_CREATE_PG, {**params, "constraint_texts": constraint_texts}
+        )
         return Created(mission_id=mission_id, constraint_ids=list(constraint_ids or []), replay=(earlier_id, earlier_hash))
-    _, insert, add, audited, remember = sql.MISSION_CREATE_SQLITE
+    _, insert, add, audited, remember = lifecycle_sql.MISSION_CREATE_SQLITE
     earlier = mission_key_earlier(mission.owner_id, key_scope, key)
     if earlier[0] is not None:
         return Created(mission_id=None, constraint_ids=[], replay=earlier)
@@ -67,7 +69,7 @@ def mission_create(
     ]
     runner.steps(
         [
-            (audited, {**after, "entity": entity, "entity_id": pk, "action": action, "from_state": "", "to_state": to, "data": _json(data)})
+            (audited, {**after, "entity": entity, "entity_id": pk, "action": action, "from_state": "", "to_state": to, "data": runner.json_text(data)})
             for entity, pk, action, to, data in events
         ]
         + ([(remember, after)] if key else [])
@@ -79,7 +81,7 @@ def mission_key_earlier(owner_id: int, key_scope: str, key: str | None) -> tuple
     """What `key` already made, alone (for a create refused before it writes)."""
     if not key:
         return None, None
-    rows = runner.fetch(sql.MISSION_CREATE_EARLIER, {"owner_id": owner_id, "key_scope": key_scope, "key": key})
+    rows = runner.fetch(lifecycle_sql.MISSION_CREATE_EARLIER, {"owner_id": owner_id, "key_scope": key_scope, "key": key})
     return (rows[0][0], rows[0][1]) if rows else (None, None)
 
 
@@ -108,7 +110,7 @@ def run_end(run: Run, mission: Mission, events: list[AuditEvent], *, now: dateti
     }
     if runner.is_postgresql():
         runner.fetch(
-            sql.RUN_END_PG,
+            lifecycle_sql.RUN_END_PG,
             {
                 **params,
                 "event_entities": [e.entity for e in events],
@@ -116,11 +118,11 @@ def run_end(run: Run, mission: Mission, events: list[AuditEvent], *, now: dateti
                 "event_actions": [e.action for e in events],
                 "event_from_states": [e.from_state for e in events],
                 "event_to_states": [e.to_state for e in events],
-                "event_data": [_json(e.data) for e in events],
+                "event_data": [runner.json_text(e.data) for e in events],
             },
         )
         return
-    ended, moved, audited = sql.RUN_END_SQLITE
+    ended, moved, audited = lifecycle_sql.RUN_END_SQLITE
     runner.steps(
         [(ended, params), (moved, params)]
         + [
@@ -136,13 +138,9 @@ def run_end(run: Run, mission: Mission, events: list[AuditEvent], *, now: dateti
                     "action": e.action,
                     "from_state": e.from_state,
                     "to_state": e.to_state,
-                    "data": _json(e.data),
+                    "data": runner.json_text(e.data),
                 },
             )
             for e in events
         ]
     )
-
-
-def _json(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)

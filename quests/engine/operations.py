@@ -2,13 +2,13 @@
 which also reads the ledger chunk the change rewrites), then write the change with everything that
 goes with it (one statement on PostgreSQL). The caller holds Django's transaction."""
 
-import json
 from dataclasses import dataclass
 from typing import Any
 
 from checkpoints.models import Operation
 from checkpoints.pruning import BLOB_GC_LOCK
-from quests.engine import runner, sql
+from quests.engine import runner
+from quests.engine.sql import ledger as ledger_sql
 from quests.engine.writes import Caller, StateSave
 from quests.models import AuditEvent, Mission, Run
 
@@ -64,7 +64,7 @@ def _ledger(value: Any) -> list[dict[str, Any]]:
 def lock_operation(caller: Caller, operation_id: int) -> LockedOperation | None:
     """The operation's mission locked, with the operation; None when the caller cannot see it."""
     params = {**caller.params(), "operation_id": operation_id, "chunk_of": operation_id}
-    rows = _fresh_rows(sql.LOCK_OPERATION_PG, sql.LOCK_OPERATION_SQLITE, params, fresh_at=_MISSION_WIDTH + _OPERATION_WIDTH + 2)
+    rows = _fresh_rows(ledger_sql.LOCK_OPERATION_PG, ledger_sql.LOCK_OPERATION_SQLITE, params, fresh_at=_MISSION_WIDTH + _OPERATION_WIDTH + 2)
     if not rows:
         return None
     row = rows[0]
@@ -79,7 +79,7 @@ def lock_plan(caller: Caller, run_id: int, key: str) -> LockedPlan | None:
     """The run and its mission locked, with the operation planned with `key` already; None when
     the caller cannot see the run."""
     params = {**caller.params(), "run_id": run_id, "key": key, "chunk_of": _PAST_EVERY_ID}
-    rows = _fresh_rows(sql.LOCK_PLAN_PG, sql.LOCK_PLAN_SQLITE, params, fresh_at=_RUN_WIDTH + _MISSION_WIDTH + _OPERATION_WIDTH + 1)
+    rows = _fresh_rows(ledger_sql.LOCK_PLAN_PG, ledger_sql.LOCK_PLAN_SQLITE, params, fresh_at=_RUN_WIDTH + _MISSION_WIDTH + _OPERATION_WIDTH + 1)
     if not rows:
         return None
     row = rows[0]
@@ -123,19 +123,19 @@ def operation_write(change: OperationChange) -> int | None:
         "request_hash": op.request_hash,
         "kind": op.kind,
         "target": op.target,
-        "request": _json(op.request),
+        "request": runner.json_text(op.request),
         "status": op.status,
         "attempts": op.attempts,
         "max_attempts": op.max_attempts,
         "external_id": op.external_id,
         "external_status": op.external_status,
-        "receipt": None if op.receipt is None else _json(op.receipt),
+        "receipt": None if op.receipt is None else runner.json_text(op.receipt),
         "completion_hash": op.completion_hash,
         "error": op.error,
         "retryable": op.retryable,
         "event": change.event,
         "event_external_status": change.event_external_status,
-        "event_receipt": None if change.event_receipt is None else _json(change.event_receipt),
+        "event_receipt": None if change.event_receipt is None else runner.json_text(change.event_receipt),
         "event_error": change.event_error,
         "actor_user_id": audit.actor_user_id,
         "actor_token_id": audit.actor_token_id,
@@ -143,25 +143,21 @@ def operation_write(change: OperationChange) -> int | None:
         "action": audit.action,
         "from_state": audit.from_state,
         "to_state": audit.to_state,
-        "audit_data": _json(audit.data),
+        "audit_data": runner.json_text(audit.data),
         "state_version": save.state_version,
-        "state_refs": _json(save.state_refs),
-        "state_pending": _json(save.state_pending),
-        "state_report": _json(save.state_report),
+        "state_refs": runner.json_text(save.state_refs),
+        "state_pending": runner.json_text(save.state_pending),
+        "state_report": runner.json_text(save.state_report),
         "not_before": save.snapshot_not_before,
     }
     if runner.is_postgresql():
         shas = list(save.parts)
-        statement = sql.OPERATION_PLAN_PG if change.planned else sql.OPERATION_CHANGE_PG
+        statement = ledger_sql.OPERATION_PLAN_PG if change.planned else ledger_sql.OPERATION_CHANGE_PG
         rows = runner.fetch(statement, {**params, "part_shas": shas, "part_data": [save.parts[s] for s in shas]})
     else:
-        beat, written, event, audited, store, saved, ask = sql.OPERATION_PLAN_SQLITE if change.planned else sql.OPERATION_CHANGE_SQLITE
+        beat, written, event, audited, store, saved, ask = ledger_sql.OPERATION_PLAN_SQLITE if change.planned else ledger_sql.OPERATION_CHANGE_SQLITE
         chosen = [(beat, params)] if change.beat_run_id is not None else []
         chosen += [(written, params), (event, params), (audited, params)]
         chosen += [(store, {**params, "sha": sha, "data": data}) for sha, data in save.parts.items()]
         rows = runner.steps([*chosen, (saved, params), (ask, params)])[-1][0]
     return rows[0][0] if rows else None
-
-
-def _json(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)

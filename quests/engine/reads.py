@@ -8,7 +8,8 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
-from quests.engine import runner, sql
+from quests.engine import runner
+from quests.engine.sql import bundle as bundle_sql, graph as graph_sql
 
 # The columns of the bundle's sections that hold a time, a JSON value or a boolean: PostgreSQL
 # hands each section as JSON (times as ISO 8601 text); Django's SQLite connection hands times as
@@ -19,13 +20,13 @@ _BOOLEANS = frozenset({"verified", "resolved", "abandoned", "archived", "retryab
 
 
 def resume_bundle(mission_id: int, *, user_id: int | None, token_mission_id: int | None) -> dict[str, Any] | None:
-    """The resume bundle's rows by section (`sql.RESUME_BUNDLE_SECTIONS`: a dict for a single row
+    """The resume bundle's rows by section (`bundle_sql.RESUME_BUNDLE_SECTIONS`: a dict for a single row
     or None, a list of dicts otherwise) and the head's `agent_state`; None when the mission is
     not there or not the caller's (`user_id` None: the caller already holds the mission)."""
     params = {"mission_id": mission_id, "user_id": user_id, "token_mission_id": token_mission_id, "now": runner.now()}
     if runner.is_postgresql():
-        ((*sections, agent_state),) = runner.fetch(sql.RESUME_BUNDLE_PG, params)
-        rows: dict[str, Any] = {name: runner.json_value(value) for (name, _, _), value in zip(sql.RESUME_BUNDLE_SECTIONS, sections)}
+        ((*sections, agent_state),) = runner.fetch(bundle_sql.RESUME_BUNDLE_PG, params)
+        rows: dict[str, Any] = {name: runner.json_value(value) for (name, _, _), value in zip(bundle_sql.RESUME_BUNDLE_SECTIONS, sections)}
         rows["agent_state"] = runner.json_value(agent_state) if agent_state is not None else {}
         if rows["mission"] is None:
             return None
@@ -34,9 +35,9 @@ def resume_bundle(mission_id: int, *, user_id: int | None, token_mission_id: int
                 for row in [value] if isinstance(value, dict) else value or ():
                     _times_read(row)
         return rows
-    *results, parts = runner.fetch_each_named((statement, params) for statement in sql.RESUME_BUNDLE_SQLITE)
+    *results, parts = runner.fetch_each_named((statement, params) for statement in bundle_sql.RESUME_BUNDLE_SQLITE)
     rows = {}
-    for (name, _, order), found in zip(sql.RESUME_BUNDLE_SECTIONS, results):
+    for (name, _, order), found in zip(bundle_sql.RESUME_BUNDLE_SECTIONS, results):
         converted = [_sqlite_row(row) for row in found]
         rows[name] = converted if order is not None else (converted[0] if converted else None)
     if rows["mission"] is None:
@@ -70,7 +71,7 @@ def graph_tuple(*, user_id: int, token_mission_id: int | None, thread_id: str, n
     its pending writes and channel values, as the API answers it; None when there is none."""
     params = {"user_id": user_id, "token_mission_id": token_mission_id, "thread_id": thread_id, "ns": ns, "graph_id": graph_id}
     if runner.is_postgresql():
-        found = runner.fetch_named(sql.GRAPH_TUPLE_PG, params)
+        found = runner.fetch_named(graph_sql.GRAPH_TUPLE_PG, params)
         if not found:
             return None
         row = found[0]
@@ -78,7 +79,7 @@ def graph_tuple(*, user_id: int, token_mission_id: int | None, thread_id: str, n
             row[column] = runner.json_value(row[column])
         row["channel_values"] = runner.json_value(row["channel_values"]) if row["channel_values"] is not None else {}
         return row
-    first, writes, values = sql.GRAPH_TUPLE_SQLITE
+    first, writes, values = graph_sql.GRAPH_TUPLE_SQLITE
     (found,) = runner.fetch_each_named([(first, params)])
     if not found:
         return None

@@ -40,9 +40,14 @@ def bound(params: Mapping[str, Any]) -> dict[str, Any]:
     return {name: _adapt(value) for name, value in params.items()}
 
 
+def json_text(value: Any) -> str:
+    """JSON as the engine binds it: compact, unescaped text (PostgreSQL casts it where it is jsonb)."""
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
 def _adapt(value: Any) -> Any:
     if isinstance(value, dict):
-        return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+        return json_text(value)
     if isinstance(value, datetime) and not is_postgresql():
         return connection.ops.adapt_datetimefield_value(value)
     return value

@@ -1,14 +1,14 @@
 """The engine's named operations on a run and its checkpoints. Each is one round trip on
 PostgreSQL; the caller holds Django's transaction (`transaction.atomic`)."""
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 from checkpoints.pruning import BLOB_GC_LOCK
-from quests.engine import runner, sql
+from quests.engine import runner
+from quests.engine.sql import runs as runs_sql
 from quests.models import AgentToken, Mission, Run
 
 _RUN_WIDTH = len(Run._meta.concrete_fields)
@@ -65,7 +65,7 @@ def lock_run(caller: Caller, run_id: int, key: Key | None = None) -> Locked | No
         "key_suffix": key.suffix if key else "",
         "blob_gc_lock": BLOB_GC_LOCK,
     }
-    rows = runner.fetch(sql.LOCK_RUN_PG if runner.is_postgresql() else sql.LOCK_RUN_SQLITE, params)
+    rows = runner.fetch(runs_sql.LOCK_RUN_PG if runner.is_postgresql() else runs_sql.LOCK_RUN_SQLITE, params)
     return _locked(rows[0]) if rows else None
 
 
@@ -113,7 +113,7 @@ def checkpoint_read(who: Caller | Credentials, run_id: int, key: Key) -> Seen | 
         "key": key.key,
         "key_suffix": key.suffix,
     }
-    rows = runner.fetch(sql.CHECKPOINT_READ_PG if runner.is_postgresql() else sql.CHECKPOINT_READ_SQLITE, params)
+    rows = runner.fetch(runs_sql.CHECKPOINT_READ_PG if runner.is_postgresql() else runs_sql.CHECKPOINT_READ_SQLITE, params)
     if not rows:
         return None
     (user_id, token_id, token_mission_id, last_used_at), row = rows[0][:4], rows[0][4:]
@@ -135,7 +135,7 @@ def checkpoint_read(who: Caller | Credentials, run_id: int, key: Key) -> Seen | 
 
 def _locked(row: Sequence[Any]) -> Locked:
     """The run, its mission, the head's parts and the key's earlier answer, from a row that holds
-    them in that order (`sql.LOCK_RUN_PG`, `sql.CHECKPOINT_READ_PG`)."""
+    them in that order (`runs_sql.LOCK_RUN_PG`, `runs_sql.CHECKPOINT_READ_PG`)."""
     run = runner.model_from_row(Run, row[:_RUN_WIDTH])
     mission = runner.model_from_row(Mission, row[_RUN_WIDTH : _RUN_WIDTH + _MISSION_WIDTH])
     head_id, head_parts, replay_id, replay_hash = row[_RUN_WIDTH + _MISSION_WIDTH : _RUN_WIDTH + _MISSION_WIDTH + 4]
@@ -198,14 +198,14 @@ def checkpoint_write(
         "trigger": row.trigger,
         "hash": row.hash,
         "note": row.note,
-        "state_refs": _json(row.state_refs),
-        "agent_state_refs": _json(row.agent_state_refs),
+        "state_refs": runner.json_text(row.state_refs),
+        "agent_state_refs": runner.json_text(row.agent_state_refs),
         "record_watermark": row.record_watermark,
         "size_bytes": row.size_bytes,
         "agent_state_bytes": row.agent_state_bytes,
-        "compaction_report": _json(row.compaction_report),
-        "mission_state_refs": _json(row.mission_state_refs),
-        "mission_state_report": _json(row.mission_state_report),
+        "compaction_report": runner.json_text(row.compaction_report),
+        "mission_state_refs": runner.json_text(row.mission_state_refs),
+        "mission_state_report": runner.json_text(row.mission_state_report),
         "key": key.key if key else None,
         "key_scope": f"m{row.mission_id}:{key.suffix}" if key else "",
         "request_hash": key.request_hash if key else "",
@@ -223,7 +223,7 @@ def checkpoint_write(
             else {}
         )
         rows = runner.fetch(
-            sql.CHECKPOINT_CLAIMED_WRITE_PG if claim else sql.CHECKPOINT_WRITE_PG,
+            runs_sql.CHECKPOINT_CLAIMED_WRITE_PG if claim else runs_sql.CHECKPOINT_WRITE_PG,
             {
                 **params,
                 **claimed,
@@ -243,7 +243,7 @@ def checkpoint_write(
         return Written(id=made_id, new_bytes=new_bytes, created_at=now)
     if claim is not None:
         raise ValueError("SQLite writes a checkpoint under its database lock: no claim.")
-    beat, blob, archive, insert, remember, move = sql.CHECKPOINT_WRITE_SQLITE
+    beat, blob, archive, insert, remember, move = runs_sql.CHECKPOINT_WRITE_SQLITE
     stored = runner.steps(
         [(beat, params)]
         + [(blob, {**params, "sha": sha, "data": data, "media_type": media[sha]}) for sha, data in contents.items()]
@@ -256,20 +256,16 @@ def checkpoint_write(
     return Written(id=made[0], new_bytes=made[1], created_at=now)
 
 
-def _json(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
-
-
 def heartbeat(caller: Caller, run_id: int) -> tuple[Run | None, bool]:
     """Beat the run if it is still going: (the run, or None if the caller cannot see it; whether it beat)."""
     params = {**caller.params(), "run_id": run_id, "now": runner.now()}
     if runner.is_postgresql():
-        rows = runner.fetch(sql.HEARTBEAT_PG, params)
+        rows = runner.fetch(runs_sql.HEARTBEAT_PG, params)
         if not rows:
             return None, False
         run, beaten = runner.model_from_row(Run, rows[0][:_RUN_WIDTH]), rows[0][_RUN_WIDTH]
     else:
-        (_, count), (rows, _) = runner.steps([(sql.HEARTBEAT_SQLITE[0], params), (sql.HEARTBEAT_SQLITE[1], params)])
+        (_, count), (rows, _) = runner.steps([(runs_sql.HEARTBEAT_SQLITE[0], params), (runs_sql.HEARTBEAT_SQLITE[1], params)])
         if not rows:
             return None, False
         run, beaten = runner.model_from_row(Run, rows[0]), count > 0
@@ -302,7 +298,7 @@ def record_write(row: RecordRow) -> tuple[int, bool, datetime]:
         "mission_id": row.mission_id,
         "kind": row.kind,
         "text": row.text,
-        "data": None if row.data is None else _json(row.data),
+        "data": None if row.data is None else runner.json_text(row.data),
         "blob_id": blob_id,
         "blob_data": blob_data,
         "blob_size": len(blob_data) if blob_data is not None else 0,
@@ -311,9 +307,9 @@ def record_write(row: RecordRow) -> tuple[int, bool, datetime]:
         "archived": row.archived,
     }
     if runner.is_postgresql():
-        ((record_id, resolved),) = runner.fetch(sql.RECORD_WRITE_PG, params)
+        ((record_id, resolved),) = runner.fetch(runs_sql.RECORD_WRITE_PG, params)
         return record_id, resolved > 0, now
-    beat, blob, resolves, insert = sql.RECORD_WRITE_SQLITE
+    beat, blob, resolves, insert = runs_sql.RECORD_WRITE_SQLITE
     *_, (_, resolved), ((made,), _) = runner.steps([(beat, params), (blob, params), (resolves, params), (insert, params)])
     return made[0], resolved > 0, now
 
@@ -344,9 +340,9 @@ def state_save(save: StateSave) -> int | None:
         "now": runner.now(),
         "mission_id": save.mission_id,
         "state_version": save.state_version,
-        "state_refs": _json(save.state_refs),
-        "state_pending": _json(save.state_pending),
-        "state_report": _json(save.state_report),
+        "state_refs": runner.json_text(save.state_refs),
+        "state_pending": runner.json_text(save.state_pending),
+        "state_report": runner.json_text(save.state_report),
         "not_before": save.snapshot_not_before,
         "key": key.key if key else None,
         "key_scope": f"m{save.mission_id}:{key.suffix}" if key else "",
@@ -358,9 +354,9 @@ def state_save(save: StateSave) -> int | None:
     }
     if runner.is_postgresql():
         shas = list(save.parts)
-        rows = runner.fetch(sql.STATE_SAVE_PG, {**params, "part_shas": shas, "part_data": [save.parts[s] for s in shas]})
+        rows = runner.fetch(runs_sql.STATE_SAVE_PG, {**params, "part_shas": shas, "part_data": [save.parts[s] for s in shas]})
     else:
-        resolver, remember, store, saved, ask = sql.STATE_SAVE_SQLITE
+        resolver, remember, store, saved, ask = runs_sql.STATE_SAVE_SQLITE
         chosen = ([(resolver, params)] if save.resolves is not None else []) + ([(remember, params)] if params["key"] else [])
         chosen += [(store, {**params, "sha": sha, "data": data}) for sha, data in save.parts.items()]
         rows = runner.steps([*chosen, (saved, params), (ask, params)])[-1][0]
@@ -370,7 +366,7 @@ def state_save(save: StateSave) -> int | None:
 def lock_mission(caller: Caller, mission_id: int, key: Key | None = None) -> tuple[Mission, tuple[int | None, str | None]] | None:
     """The mission locked, with what `key` already made; None when the caller cannot see it."""
     params = {**caller.params(), "mission_id": mission_id, "key": key.key if key else None, "key_suffix": key.suffix if key else ""}
-    rows = runner.fetch(sql.LOCK_MISSION_PG if runner.is_postgresql() else sql.LOCK_MISSION_SQLITE, params)
+    rows = runner.fetch(runs_sql.LOCK_MISSION_PG if runner.is_postgresql() else runs_sql.LOCK_MISSION_SQLITE, params)
     if not rows:
         return None
     return runner.model_from_row(Mission, rows[0][:_MISSION_WIDTH]), (rows[0][_MISSION_WIDTH], rows[0][_MISSION_WIDTH + 1])
@@ -399,7 +395,7 @@ def run_start(run: Run, mission: Mission, events: list[Any], key: Key | None) ->
     }
     if runner.is_postgresql():
         ((run_id,),) = runner.fetch(
-            sql.RUN_START_PG,
+            runs_sql.RUN_START_PG,
             {
                 **params,
                 "event_entities": [e.entity for e in events],
@@ -407,11 +403,11 @@ def run_start(run: Run, mission: Mission, events: list[Any], key: Key | None) ->
                 "event_actions": [e.action for e in events],
                 "event_from_states": [e.from_state for e in events],
                 "event_to_states": [e.to_state for e in events],
-                "event_data": [_json(e.data) for e in events],
+                "event_data": [runner.json_text(e.data) for e in events],
             },
         )
         return run_id
-    insert, moved, audited, remember = sql.RUN_START_SQLITE
+    insert, moved, audited, remember = runs_sql.RUN_START_SQLITE
     (((made,), _),) = runner.steps([(insert, params)])
     after = {**params, "run_id": made[0]}
     runner.steps(
@@ -426,7 +422,7 @@ def run_start(run: Run, mission: Mission, events: list[Any], key: Key | None) ->
                     "action": e.action,
                     "from_state": e.from_state,
                     "to_state": e.to_state,
-                    "data": _json(e.data),
+                    "data": runner.json_text(e.data),
                 },
             )
             for e in events
@@ -434,55 +430,3 @@ def run_start(run: Run, mission: Mission, events: list[Any], key: Key | None) ->
         + ([(remember, after)] if after["key"] else [])
     )
     return made[0]
-
-
-@dataclass(frozen=True)
-class GraphWrites:
-    """A LangGraph task's writes on one checkpoint of a thread: (idx, channel, value) each."""
-
-    thread_id: str
-    ns: str
-    graph_id: str
-    task_id: str
-    task_path: str
-    writes: list[tuple[int, str, Any]]
-    title: str = ""
-
-
-def graph_writes_put(caller: Caller, put: GraphWrites, *, fresh_after: datetime) -> int | None:
-    """Keep the writes on the caller's live thread whose session run has beaten since
-    `fresh_after`: the mission's id, or None (nothing written) when there is no such thread and run."""
-    # One batch may hold a special channel several times at one index: the last one counts, as in
-    # LangGraph's own savers (PostgreSQL's upsert refuses to touch one row twice).
-    special = list({idx: (idx, channel, value) for idx, channel, value in put.writes if idx < 0}.values())
-    ordinary = [write for write in put.writes if write[0] >= 0]
-    params: dict[str, Any] = {
-        **caller.params(),
-        "thread_id": put.thread_id,
-        "ns": put.ns,
-        "graph_id": put.graph_id,
-        "task_id": put.task_id,
-        "task_path": put.task_path,
-        "title": put.title,
-        "fresh_after": fresh_after,
-        "now": runner.now(),
-    }
-    if runner.is_postgresql():
-        for kind, rows in (("special", special), ("ordinary", ordinary)):
-            params[f"{kind}_idx"] = [idx for idx, _, _ in rows]
-            params[f"{kind}_channels"] = [channel for _, channel, _ in rows]
-            params[f"{kind}_values"] = [_json(value) for _, _, value in rows]
-        found = runner.fetch(sql.GRAPH_WRITES_PG, params)
-        return found[0][0] if found else None
-    target, replace, keep, title, beat = sql.GRAPH_WRITES_SQLITE
-    ((found, _),) = runner.steps([(target, params)])
-    if not found:
-        return None
-    mission_id, run_id, _ = found[0]
-    at = {**params, "mission_id": mission_id, "run_id": run_id}
-    runner.steps(
-        [(replace, {**at, "idx": idx, "channel": channel, "value": _json(value)}) for idx, channel, value in special]
-        + [(keep, {**at, "idx": idx, "channel": channel, "value": _json(value)}) for idx, channel, value in ordinary]
-        + [(title, at), (beat, at)]
-    )
-    return mission_id

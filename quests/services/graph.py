@@ -21,7 +21,7 @@ from django.utils import timezone
 from checkpoints.models import GraphCheckpoint, GraphWrite
 from checkpoints.pruning import blob_writers_guard_expression
 from checkpoints.services import canonical_json, sha256_hex
-from quests.engine import writes as engine_writes
+from quests.engine import graph as engine_graph, writes as engine_writes
 from quests.models import ApprovalStatus, GraphThread, Mission, MissionStatus, Run
 from quests.services import approvals, machine, missions, runs, savestate
 from quests.services.access import visible
@@ -281,7 +281,7 @@ def graph_put_writes(
     the engine; the first write of a thread, a run to start or interrupts take the general path."""
     if not interrupts and actor.user is not None:
         caller = engine_writes.Caller(user_id=actor.user.pk, token_mission_id=actor.token.mission_id if actor.token is not None else None)
-        put = engine_writes.GraphWrites(
+        put = engine_graph.GraphWrites(
             thread_id=thread_id,
             ns=ns,
             graph_id=graph_id,
@@ -292,7 +292,7 @@ def graph_put_writes(
         )
         fresh_after = timezone.now() - timedelta(seconds=settings.QUESTLOG_HEARTBEAT_TIMEOUT)
         with transaction.atomic():
-            if engine_writes.graph_writes_put(caller, put, fresh_after=fresh_after) is not None:
+            if engine_graph.graph_writes_put(caller, put, fresh_after=fresh_after) is not None:
                 return []
     with transaction.atomic():
         mission = lock_thread(actor, thread_id, title=title, mission_id=mission_id)
