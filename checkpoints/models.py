@@ -1,8 +1,13 @@
 """Save-state storage: the lower layer. It never imports `quests`; missions and runs are string
 references so that this layer can be reasoned about (and purged) on its own."""
 
+from collections.abc import Iterable
+from typing import Any
+
 from django.db import models
 from django.db.models import Q
+
+from checkpoints import refmaps
 
 
 class RetentionClass(models.TextChoices):
@@ -42,6 +47,24 @@ class Blob(Lifecycle):
         return f"{self.sha256[:12]} ({self.size_bytes} B)"
 
 
+class RefMap(models.Model):
+    """A reference map ({part name: blob sha256}) stored once, addressed by the sha256 of its
+    canonical JSON, and shared by every checkpoint whose map it is (`checkpoints.refmaps`). Like a
+    blob it lives while a checkpoint refers to it; the blob collector deletes it with the last."""
+
+    sha256 = models.CharField(max_length=64, primary_key=True)
+    refs = models.JSONField()
+
+    def __str__(self) -> str:
+        return f"{self.sha256[:12]} ({len(self.refs)} refs)"
+
+    @classmethod
+    def store(cls, maps: dict[str, dict[str, str]]) -> None:
+        """Store the maps not stored yet (two writers storing the same map at once both succeed)."""
+        if maps:
+            cls.objects.bulk_create([cls(sha256=sha, refs=refs) for sha, refs in maps.items()], ignore_conflicts=True)
+
+
 class Trigger(models.TextChoices):
     AGENT = "agent"
     BACKGROUND = "background"
@@ -56,9 +79,24 @@ class Trigger(models.TextChoices):
 BRANCH_POINTS = Q(trigger=Trigger.RESTORE) | Q(parent__isnull=True) | Q(verified=True)
 
 
+class CheckpointQuerySet(models.QuerySet):
+    def with_refs(self) -> "CheckpointQuerySet":
+        """Checkpoints with their reference maps read in the same query (`state_refs`,
+        `agent_state_refs` then cost nothing more)."""
+        return self.select_related("state_map", "agent_map")
+
+    def bulk_create(self, objs: Iterable["Checkpoint"], *args: Any, **kwargs: Any) -> list["Checkpoint"]:
+        objs = list(objs)
+        RefMap.store({sha: refs for obj in objs for sha, refs in obj.maps_to_store().items()})
+        return super().bulk_create(objs, *args, **kwargs)
+
+
 class Checkpoint(Lifecycle):
     """An immutable snapshot of a mission's save state. The state document and the agent's own
-    state are stored part by part as blob references, so an unchanged part costs a reference."""
+    state are stored part by part as blob references, so an unchanged part costs a reference; the
+    references themselves are shared maps (`checkpoints.refmaps`): the state's map, and the agent
+    state's base map with this checkpoint's delta on it. `state_refs` and `agent_state_refs` are
+    the maps they resolve to (and may be given to the constructor: the maps are stored on save)."""
 
     # Not indexed alone: the unique (mission, seq) index serves every lookup by mission.
     mission = models.ForeignKey("quests.Mission", on_delete=models.CASCADE, related_name="checkpoints", db_index=False)
@@ -70,8 +108,11 @@ class Checkpoint(Lifecycle):
     verified = models.BooleanField(default=False)
     verified_at = models.DateTimeField(null=True, blank=True)
     note = models.TextField(blank=True, default="")
-    state_refs = models.JSONField(default=dict)
-    agent_state_refs = models.JSONField(default=dict)
+    # Not indexed, no database constraint: only the blob collector looks checkpoints up by map, in
+    # one pass over all of them, and an index would cost the bytes the shared maps save.
+    state_map = models.ForeignKey(RefMap, on_delete=models.DO_NOTHING, db_constraint=False, db_index=False, related_name="+")
+    agent_map = models.ForeignKey(RefMap, on_delete=models.DO_NOTHING, db_constraint=False, db_index=False, related_name="+")
+    agent_delta = models.JSONField(default=dict, blank=True)
     record_watermark = models.BigIntegerField(default=0)
     size_bytes = models.PositiveIntegerField(default=0)
     agent_state_bytes = models.PositiveIntegerField(default=0)
@@ -94,8 +135,56 @@ class Checkpoint(Lifecycle):
         ]
         ordering = ["-seq"]
 
+    objects = CheckpointQuerySet.as_manager()
+
     def __str__(self) -> str:
         return f"#{self.seq} {self.trigger}"
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        RefMap.store(self.maps_to_store())
+        super().save(*args, **kwargs)
+
+    @property
+    def state_refs(self) -> dict[str, str]:
+        if "_state_refs" not in self.__dict__:
+            self.__dict__["_state_refs"] = dict(self.state_map.refs)
+        return self.__dict__["_state_refs"]
+
+    @state_refs.setter
+    def state_refs(self, refs: dict[str, str]) -> None:
+        self.state_map_id = refmaps.map_sha(refs)
+        self.__dict__["_state_refs"] = dict(refs)
+        self.__dict__.setdefault("_maps_to_store", {})[self.state_map_id] = dict(refs)
+
+    @property
+    def agent_state_refs(self) -> dict[str, str]:
+        if "_agent_state_refs" not in self.__dict__:
+            self.__dict__["_agent_state_refs"] = refmaps.resolved(self.agent_map.refs, self.agent_delta)
+        return self.__dict__["_agent_state_refs"]
+
+    @agent_state_refs.setter
+    def agent_state_refs(self, refs: dict[str, str]) -> None:
+        """Given whole, the refs are a base of their own (the engine's writes keep deltas)."""
+        self.agent_layout = refmaps.agent_layout(refs, None)
+
+    @property
+    def agent_layout(self) -> refmaps.AgentLayout:
+        return refmaps.AgentLayout(base=self.agent_map_id, delta=dict(self.agent_delta), refs=self.agent_state_refs)
+
+    @agent_layout.setter
+    def agent_layout(self, layout: refmaps.AgentLayout) -> None:
+        self.agent_map_id, self.agent_delta = layout.base, dict(layout.delta)
+        self.__dict__["_agent_state_refs"] = dict(layout.refs)
+        self.__dict__.setdefault("_maps_to_store", {}).update(layout.new_maps)
+
+    def maps_to_store(self) -> dict[str, dict[str, str]]:
+        """The maps this (unsaved) checkpoint was given and that may not be stored yet (a
+        checkpoint given no refs has empty ones, as the columns' defaults once were)."""
+        if self.state_map_id is None:
+            self.state_refs = {}
+        if self.agent_map_id is None:
+            self.agent_state_refs = {}
+        return self.__dict__.pop("_maps_to_store", {})
 
 
 class RecordKind(models.TextChoices):

@@ -1,22 +1,15 @@
 """Content-addressed storage of save state. Knows how to hash, dedupe and read checkpoints; knows
 nothing about missions beyond their id."""
 
-import hashlib
 import json
 from typing import Any
 
-from checkpoints import sections
+from checkpoints import refmaps, sections
+# Re-exported: where every caller imports them from.
+from checkpoints.hashing import canonical_json as canonical_json
+from checkpoints.hashing import sha256_hex as sha256_hex
 from checkpoints.models import Blob, Checkpoint
 from checkpoints.pruning import blob_writers_guard
-
-
-def canonical_json(value: Any) -> bytes:
-    """The one serialisation that hashes are taken over: sorted keys, no whitespace, UTF-8."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str).encode()
-
-
-def sha256_hex(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
 
 
 def blob_rows(contents: dict[str, bytes], *, media_type: str = "application/json") -> list[Blob]:
@@ -101,7 +94,7 @@ def checkpoint_write(
         hash=document_hash(state_refs, agent_refs),
         note=note,
         state_refs=state_refs,
-        agent_state_refs=agent_refs,
+        agent_layout=refmaps.agent_layout(agent_refs, parent.agent_layout if parent else None),
         size_bytes=sum(len(state_contents[sha]) for sha in state_refs.values()) + agent_size,
         agent_state_bytes=agent_size,
         new_bytes=new_bytes,

@@ -17,18 +17,29 @@ RUN_COLUMNS = """
     r.id, r.mission_id, r.number, r.agent, r.started_at, r.heartbeat_at, r.ended_at, r.stop_reason,
     r.stop_detail, r.token_id"""
 
+# --- A checkpoint's references -------------------------------------------------------------------
+# A checkpoint names its maps (checkpoints.refmaps): the state's, and the agent state's base with the
+# checkpoint's delta laid over it (null removes a key). Every statement that reads a checkpoint's
+# agent-state refs resolves them with this join and expression (`{checkpoint}`, `{base}`: aliases).
+AGENT_BASE_JOIN = "LEFT JOIN checkpoints_refmap {base} ON {base}.sha256 = {checkpoint}.agent_map_id"
+AGENT_REFS_PG = "jsonb_strip_nulls({base}.refs || {checkpoint}.agent_delta)"
+AGENT_REFS_SQLITE = "json_patch({base}.refs, {checkpoint}.agent_delta)"
+
 # --- Lock a run's mission -------------------------------------------------------------------------
 # The run, its mission locked, and what the write needs to know before it writes: what the
 # idempotency key already made (under the mission owner's account, in the mission's scope), and
-# the head checkpoint's agent-state refs (so unchanged parts are not sent again). The caller sees
-# only its own missions, and only its token's mission when the token is limited to one.
+# the head checkpoint's agent-state refs (so unchanged parts are not sent again) with how they are
+# stored (the new checkpoint's delta goes on the same base). The caller sees only its own
+# missions, and only its token's mission when the token is limited to one.
 _LOCK_RUN = f"""
 SELECT {RUN_COLUMNS}, {MISSION_COLUMNS},
-       head.id AS head_seen_id, head.agent_state_refs AS head_seen_parts,
+       head.id AS head_seen_id, {{head_refs}} AS head_seen_parts,
+       head.agent_map_id AS head_seen_base, head.agent_delta AS head_seen_delta,
        earlier.object_id AS replay_object_id, earlier.request_hash AS replay_request_hash
   FROM quests_run r
   JOIN quests_mission m ON m.id = r.mission_id
   LEFT JOIN checkpoints_checkpoint head ON head.id = m.head_checkpoint_id
+  {AGENT_BASE_JOIN.format(checkpoint="head", base="head_base")}
   LEFT JOIN quests_idempotentrequest earlier
          ON earlier.owner_id = m.owner_id
         AND earlier.scope = 'm' || m.id || ':' || %(key_suffix)s
@@ -38,18 +49,19 @@ SELECT {RUN_COLUMNS}, {MISSION_COLUMNS},
    AND (CAST(%(token_mission_id)s AS bigint) IS NULL OR m.id = %(token_mission_id)s)"""
 # Blob writers share an advisory lock that the blob collector takes alone (checkpoints.pruning).
 LOCK_RUN_PG = (
-    _LOCK_RUN.replace(
+    _LOCK_RUN.format(head_refs=AGENT_REFS_PG.format(checkpoint="head", base="head_base")).replace(
         "earlier.request_hash AS replay_request_hash",
         "earlier.request_hash AS replay_request_hash,\n       pg_advisory_xact_lock_shared(%(blob_gc_lock)s) AS blob_writers_guard",
     )
     + "\n   FOR UPDATE OF m"
 )
-LOCK_RUN_SQLITE = _LOCK_RUN
+LOCK_RUN_SQLITE = _LOCK_RUN.format(head_refs=AGENT_REFS_SQLITE.format(checkpoint="head", base="head_base"))
 
 # --- Write a checkpoint ----------------------------------------------------------------------------
 # The blobs it needs that are new, the notes a compaction pass archives (their blobs go with the
 # others), its row, the key that made it, the run's heartbeat, and the mission's head moved to it
 # with the save state's bookkeeping. `new_bytes` counts the state's blobs this statement stored.
+# The checkpoint's reference maps that may be new are stored as blobs are (checkpoints.refmaps).
 CHECKPOINT_WRITE_PG = """
 WITH beat AS (
     UPDATE quests_run SET heartbeat_at = %(now)s WHERE id = %(beat_run_id)s
@@ -59,6 +71,10 @@ WITH beat AS (
       FROM unnest(CAST(%(blob_shas)s AS text[]), CAST(%(blob_data)s AS bytea[]), CAST(%(blob_media)s AS text[])) AS sent(sha, data, media_type)
     ON CONFLICT DO NOTHING
     RETURNING sha256, size_bytes
+), mapped AS (
+    INSERT INTO checkpoints_refmap (sha256, refs)
+    SELECT sent.sha, sent.refs FROM unnest(CAST(%(map_shas)s AS text[]), CAST(%(map_refs)s AS jsonb[])) AS sent(sha, refs)
+    ON CONFLICT DO NOTHING
 ), archived AS (
     UPDATE checkpoints_record
        SET blob_id = moved.blob_id, text = moved.preview, size_bytes = moved.size_bytes, archived = TRUE
@@ -68,11 +84,11 @@ WITH beat AS (
 ), made AS (
     INSERT INTO checkpoints_checkpoint (
         created_at, retention_class, retention_approved_at, expires_at, mission_id, run_id, parent_id, seq, trigger,
-        hash, verified, verified_at, note, state_refs, agent_state_refs, record_watermark, size_bytes,
+        hash, verified, verified_at, note, state_map_id, agent_map_id, agent_delta, record_watermark, size_bytes,
         agent_state_bytes, new_bytes, compaction_report)
     VALUES (
         %(now)s, 'working', NULL, NULL, %(mission_id)s, %(run_id)s, %(parent_id)s, %(seq)s, %(trigger)s,
-        %(hash)s, false, NULL, %(note)s, CAST(%(state_refs)s AS jsonb), CAST(%(agent_state_refs)s AS jsonb),
+        %(hash)s, false, NULL, %(note)s, %(state_map_id)s, %(agent_map_id)s, CAST(%(agent_delta)s AS jsonb),
         %(record_watermark)s, %(size_bytes)s, %(agent_state_bytes)s,
         (SELECT COALESCE(SUM(size_bytes), 0) FROM stored WHERE sha256 = ANY(CAST(%(counted)s AS text[]))),
         CAST(%(compaction_report)s AS jsonb))
@@ -98,16 +114,18 @@ CHECKPOINT_WRITE_SQLITE = (
     """INSERT INTO "checkpoints_blob" (sha256, data, size_bytes, media_type, created_at, retention_class, retention_approved_at, expires_at)
        VALUES (%(sha)s, %(data)s, length(%(data)s), %(media_type)s, %(now)s, 'working', NULL, NULL)
        ON CONFLICT DO NOTHING""",
+    # once per map
+    "INSERT INTO checkpoints_refmap (sha256, refs) VALUES (%(sha)s, %(refs)s) ON CONFLICT DO NOTHING",
     # once per archived note
     """UPDATE checkpoints_record SET blob_id = %(blob_id)s, text = %(preview)s, size_bytes = %(size_bytes)s, archived = TRUE
         WHERE id = %(id)s""",
     """INSERT INTO checkpoints_checkpoint (
         created_at, retention_class, retention_approved_at, expires_at, mission_id, run_id, parent_id, seq, trigger,
-        hash, verified, verified_at, note, state_refs, agent_state_refs, record_watermark, size_bytes,
+        hash, verified, verified_at, note, state_map_id, agent_map_id, agent_delta, record_watermark, size_bytes,
         agent_state_bytes, new_bytes, compaction_report)
        VALUES (
         %(now)s, 'working', NULL, NULL, %(mission_id)s, %(run_id)s, %(parent_id)s, %(seq)s, %(trigger)s,
-        %(hash)s, FALSE, NULL, %(note)s, %(state_refs)s, %(agent_state_refs)s, %(record_watermark)s, %(size_bytes)s,
+        %(hash)s, FALSE, NULL, %(note)s, %(state_map_id)s, %(agent_map_id)s, %(agent_delta)s, %(record_watermark)s, %(size_bytes)s,
         %(agent_state_bytes)s, %(new_bytes)s, %(compaction_report)s)
        RETURNING id, new_bytes""",
     """INSERT INTO quests_idempotentrequest (owner_id, scope, key, request_hash, object_id, created_at)

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from checkpoints import refmaps
 from checkpoints.pruning import BLOB_GC_LOCK
 from quests.engine import runner, sql
 from quests.models import Mission, Run
@@ -46,6 +47,13 @@ class Locked:
     replay: tuple[int | None, str | None] = (None, None)
     head_seen_id: int | None = None
     head_seen_parts: dict[str, str] = field(default_factory=dict)
+    head_seen_layout: refmaps.AgentLayout | None = None
+
+    def head_layout(self) -> refmaps.AgentLayout | None:
+        """How the head's agent refs are stored, if the head read with the lock is still the head."""
+        if self.head_seen_id is None or self.head_seen_id != self.mission.head_checkpoint_id:
+            return None
+        return self.head_seen_layout
 
     def head_parts(self) -> set[str]:
         """The blobs the head's agent state refers to, if the head read with the lock is still
@@ -70,14 +78,16 @@ def lock_run(caller: Caller, run_id: int, key: Key | None = None) -> Locked | No
     row = rows[0]
     run = runner.model_from_row(Run, row[:_RUN_WIDTH])
     mission = runner.model_from_row(Mission, row[_RUN_WIDTH : _RUN_WIDTH + _MISSION_WIDTH])
-    head_id, head_parts, replay_id, replay_hash = row[_RUN_WIDTH + _MISSION_WIDTH : _RUN_WIDTH + _MISSION_WIDTH + 4]
+    head_id, head_parts, head_base, head_delta, replay_id, replay_hash = row[_RUN_WIDTH + _MISSION_WIDTH : _RUN_WIDTH + _MISSION_WIDTH + 6]
     run.mission = mission
+    parts = runner.json_value(head_parts) or {}
     return Locked(
         run=run,
         mission=mission,
         replay=(replay_id, replay_hash),
         head_seen_id=head_id,
-        head_seen_parts=runner.json_value(head_parts) or {},
+        head_seen_parts=parts,
+        head_seen_layout=refmaps.AgentLayout(base=head_base, delta=runner.json_value(head_delta) or {}, refs=parts) if head_id else None,
     )
 
 
@@ -93,7 +103,7 @@ class CheckpointRow:
     hash: str
     note: str
     state_refs: dict[str, str]
-    agent_state_refs: dict[str, str]
+    agent_layout: refmaps.AgentLayout  # the agent state's refs as a delta on a shared base
     record_watermark: int
     size_bytes: int
     agent_state_bytes: int
@@ -126,8 +136,9 @@ def checkpoint_write(row: CheckpointRow, *, beat_run_id: int | None = None, key:
         "trigger": row.trigger,
         "hash": row.hash,
         "note": row.note,
-        "state_refs": _json(row.state_refs),
-        "agent_state_refs": _json(row.agent_state_refs),
+        "state_map_id": refmaps.map_sha(row.state_refs),
+        "agent_map_id": row.agent_layout.base,
+        "agent_delta": _json(row.agent_layout.delta),
         "record_watermark": row.record_watermark,
         "size_bytes": row.size_bytes,
         "agent_state_bytes": row.agent_state_bytes,
@@ -143,6 +154,7 @@ def checkpoint_write(row: CheckpointRow, *, beat_run_id: int | None = None, key:
     media = {**{sha: "application/json" for sha in row.blobs}, **{sha: "text/plain" for sha in archived}}
     contents = {**row.blobs, **archived}
     previews = row.archived_previews
+    maps = {params["state_map_id"]: row.state_refs, **row.agent_layout.new_maps}
     if runner.is_postgresql():
         shas = list(contents)
         (made,) = runner.fetch(
@@ -153,6 +165,8 @@ def checkpoint_write(row: CheckpointRow, *, beat_run_id: int | None = None, key:
                 "blob_data": [contents[s] for s in shas],
                 "blob_media": [media[s] for s in shas],
                 "counted": list(row.blobs),
+                "map_shas": list(maps),
+                "map_refs": [_json(refs) for refs in maps.values()],
                 "archived_ids": list(previews),
                 "archived_blobs": [p[0] for p in previews.values()],
                 "archived_previews": [p[1] for p in previews.values()],
@@ -160,10 +174,11 @@ def checkpoint_write(row: CheckpointRow, *, beat_run_id: int | None = None, key:
             },
         )
         return Written(id=made[0], new_bytes=made[1], created_at=now)
-    beat, blob, archive, insert, remember, move = sql.CHECKPOINT_WRITE_SQLITE
+    beat, blob, store_map, archive, insert, remember, move = sql.CHECKPOINT_WRITE_SQLITE
     stored = runner.steps(
         [(beat, params)]
         + [(blob, {**params, "sha": sha, "data": data, "media_type": media[sha]}) for sha, data in contents.items()]
+        + [(store_map, {"sha": sha, "refs": _json(refs)}) for sha, refs in maps.items()]
         + [(archive, {"id": pk, "blob_id": b, "preview": p, "size_bytes": n}) for pk, (b, p, n) in previews.items()]
     )
     new_bytes = sum(len(data) for (_, count), (sha, data) in zip(stored[1:], contents.items()) if count > 0 and sha in row.blobs)

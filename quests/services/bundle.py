@@ -111,7 +111,8 @@ def _bundle(source: Mission | QuerySet[Mission], mission_id: int, owner: Any, *,
     missing: list[str] = []
     reads: list[QuerySet[Any]]
     if isinstance(source, QuerySet):
-        reads = [source.select_related("head_checkpoint", "last_verified_checkpoint")]
+        # The head's agent state is read: its base map comes along (checkpoints.refmaps).
+        reads = [source.select_related("head_checkpoint__agent_map", "last_verified_checkpoint")]
     else:
         # A row the caller already holds: only the checkpoints it was not read with are fetched.
         missing = [
@@ -119,7 +120,7 @@ def _bundle(source: Mission | QuerySet[Mission], mission_id: int, owner: Any, *,
             for relation in ("head_checkpoint", "last_verified_checkpoint")
             if getattr(source, f"{relation}_id") is not None and not cast(ForeignKey, Mission._meta.get_field(relation)).is_cached(source)
         ]
-        reads = [Checkpoint.objects.filter(pk=getattr(source, f"{relation}_id")) for relation in missing]
+        reads = [Checkpoint.objects.filter(pk=getattr(source, f"{relation}_id")).select_related("agent_map") for relation in missing]
     rows = one_round_trip(
         *reads,
         _shown(Constraint.objects.filter(mission_id=mission_id, retired_at__isnull=True).order_by("id"), ConstraintSummaryOut),

@@ -3,7 +3,7 @@ access, audit (for the Actor type), errors and idempotency's lookup, so every se
 
 from typing import Any, cast
 
-from django.db.models import ForeignKey
+from django.db.models import ForeignKey, QuerySet
 from django.utils import timezone
 
 from checkpoints.pruning import blob_writers_guard_expression
@@ -21,10 +21,11 @@ def lock_mission(mission_id: int) -> Mission:
     return Mission.objects.select_for_update().get(pk=mission_id)
 
 
-def named_now(mission: Mission, field: str) -> Any:
+def named_now(mission: Mission, field: str, rows: QuerySet | None = None) -> Any:
     """The row the locked mission's `field` (a foreign key) names now. One read along with the lock
     (select_related) can be a moment old when another writer changed the field meanwhile: the
-    locked row is re-read then, a joined one is not; so a stale join is read again."""
+    locked row is re-read then, a joined one is not; so a stale join is read again (from `rows`
+    when given: the related model's rows with what the caller reads along)."""
     pk = getattr(mission, f"{field}_id")
     if pk is None:
         return None
@@ -32,7 +33,7 @@ def named_now(mission: Mission, field: str) -> Any:
     cached = descriptor.get_cached_value(mission, default=None)
     if cached is not None and cached.pk == pk:
         return cached
-    row = descriptor.related_model._default_manager.get(pk=pk)
+    row = (rows if rows is not None else descriptor.related_model._default_manager).get(pk=pk)
     setattr(mission, field, row)
     return row
 
@@ -54,7 +55,8 @@ def lock_run(
     the engine's (`lock_run_for_write`). Optionally the statement also takes the blob writers'
     shared lock for a write that stores blobs (`blobs`), reads the mission's head checkpoint (`head`), and computes
     any other `annotations` the caller needs (they see the mission as `mission_id`)."""
-    related = ("mission", "mission__head_checkpoint") if head else ("mission",)
+    head_with_refs = ("mission__head_checkpoint__state_map", "mission__head_checkpoint__agent_map")
+    related = ("mission", *head_with_refs) if head else ("mission",)
     rows = visible(actor, Run).select_related(*related).select_for_update(of=("mission",)).filter(pk=run_id)
     annotations = dict(annotations or {})
     if blobs and (guard := blob_writers_guard_expression()) is not None:

@@ -40,6 +40,7 @@ def checkpoint_create(*, actor: Actor, run_id: int, agent_state: dict[str, Any],
             stored=locked.head_parts(),
             beat=True,
             key=keyed,
+            head_layout=locked.head_layout(),
         )
         return checkpoint, False
 

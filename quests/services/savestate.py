@@ -24,7 +24,7 @@ from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS
 from django.db.models import Max
 
-from checkpoints import compaction, sections, services as storage
+from checkpoints import compaction, refmaps, sections, services as storage
 from checkpoints.models import Checkpoint, Operation, Record, RecordKind, Trigger
 from checkpoints.pruning import blob_writers_guard
 from checkpoints.roundtrip import RoundTrip, Selected
@@ -252,6 +252,7 @@ def take_checkpoint(
     stored: AbstractSet[str] = frozenset(),
     beat: bool = False,
     key: writes.Key | None = None,
+    head_layout: refmaps.AgentLayout | None = None,
 ) -> Checkpoint:
     """Write a checkpoint of the mission (whose row the caller holds locked) and move its head.
 
@@ -259,7 +260,9 @@ def take_checkpoint(
     own (a stop, an approval, a milestone, a restore) come after changes made by the people-side
     services and rebuild every section (and recount the archive) first, so they never depend on a
     section being refreshed. The write is the engine's one statement (`writes.checkpoint_write`),
-    which also beats `run` (`beat`) and remembers the idempotency `key` that asked for it."""
+    which also beats `run` (`beat`) and remembers the idempotency `key` that asked for it. The
+    agent refs are stored as a delta on the head's base: `head_layout` says how the head stores
+    them when the caller read it with the lock (else the head is read)."""
     if trigger not in (Trigger.AGENT, Trigger.BACKGROUND):
         # A restore sets records aside, so the archive totals are counted again too.
         sections_refresh(mission, recount=True)
@@ -274,6 +277,7 @@ def take_checkpoint(
         stored=stored,
         beat=beat,
         key=key,
+        head_layout=head_layout,
     )
 
 
@@ -291,7 +295,7 @@ def take_checkpoint_if_changed(mission: Mission, *, trigger: str) -> Checkpoint 
 
 def head_of(mission: Mission) -> Checkpoint | None:
     """The mission's head checkpoint as its locked row names it now."""
-    return named_now(mission, "head_checkpoint")
+    return named_now(mission, "head_checkpoint", Checkpoint.objects.with_refs())
 
 
 def _agent_side(
@@ -321,6 +325,7 @@ def _write(
     stored: AbstractSet[str] = frozenset(),
     beat: bool = False,
     key: writes.Key | None = None,
+    head_layout: refmaps.AgentLayout | None = None,
 ) -> Checkpoint:
     if not guarded:
         blob_writers_guard()
@@ -337,6 +342,9 @@ def _write(
         note_cutoff=report["note_cutoff"],
     )
     agent_refs, agent_contents, agent_size = _agent_side(mission, agent_state, agent_parts)
+    if head_layout is None and mission.head_checkpoint_id is not None:
+        head_layout = head_of(mission).agent_layout
+    agent_layout = refmaps.agent_layout(agent_refs, head_layout)
     unstored_parts(mission)  # stored with the checkpoint's blobs (they are in `contents`)
     report["since"] = {"tool_outputs": 0, "bytes": 0}
     report["archive_due"] = False
@@ -349,7 +357,7 @@ def _write(
         hash=storage.document_hash(refs, agent_refs),
         note=note,
         state_refs=refs,
-        agent_state_refs=agent_refs,
+        agent_layout=agent_layout,
         record_watermark=report["watermark"],
         size_bytes=sum(sizes.get(name, 0) for name in refs) + agent_size,
         agent_state_bytes=agent_size,
@@ -372,14 +380,14 @@ def _write(
         trigger=trigger,
         hash=row.hash,
         note=note,
-        state_refs=refs,
-        agent_state_refs=agent_refs,
         record_watermark=row.record_watermark,
         size_bytes=row.size_bytes,
         agent_state_bytes=agent_size,
         new_bytes=written.new_bytes,
         compaction_report=compaction_report,
     )
+    checkpoint.state_refs, checkpoint.agent_layout = refs, agent_layout  # known: nothing to read again
+    checkpoint.maps_to_store()  # stored by the write
     checkpoint._state.adding, checkpoint._state.db = False, DEFAULT_DB_ALIAS
     if beat and run:
         run.heartbeat_at = written.created_at
