@@ -311,10 +311,7 @@ def bench_storage(agent: Agent) -> dict[str, float]:
         g = growth[table]
         common.note(f"{table}: heap {g['heap']:.0f} + toast {g['toast']:.0f} + indexes {g['indexes']:.0f} = {g['total']:.0f} bytes per checkpoint")
     common.figure("checkpoint row (pg_column_size, mean)", row["row"], "bytes", ".0f")
-    common.note(
-        f"of which agent_delta {row['agent_delta']:.0f}, "
-        f"compaction_report {row['compaction_report']:.0f} (as stored, after any compression)"
-    )
+    common.note(f"of which agent_delta {row['agent_delta']:.0f}, compaction_report {row['compaction_report']:.0f} (as stored, after any compression)")
     common.figure("goal (2 x changed key + 1 KB)", goal, "bytes", ".0f")
     common.figure("physical bytes per checkpoint within goal", "yes" if physical <= goal else "NO")
     return {"changed_key": changed_key, "logical": logical, "physical": physical, "goal": goal, "row": row["row"]}

@@ -1,7 +1,7 @@
 """Save-state storage: the lower layer. It never imports `quests`; missions and runs are string
 references so that this layer can be reasoned about (and purged) on its own."""
 
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from typing import Any
 
 from django.db import models
@@ -58,11 +58,11 @@ class RefMap(models.Model):
     def __str__(self) -> str:
         return f"{self.sha256[:12]} ({len(self.refs)} refs)"
 
-    @classmethod
-    def store(cls, maps: dict[str, dict[str, str]]) -> None:
+    @staticmethod
+    def store(maps: dict[str, dict[str, str]]) -> None:
         """Store the maps not stored yet (two writers storing the same map at once both succeed)."""
         if maps:
-            cls.objects.bulk_create([cls(sha256=sha, refs=refs) for sha, refs in maps.items()], ignore_conflicts=True)
+            RefMap.objects.bulk_create([RefMap(sha256=sha, refs=refs) for sha, refs in maps.items()], ignore_conflicts=True)
 
 
 class Trigger(models.TextChoices):
@@ -85,10 +85,26 @@ class CheckpointQuerySet(models.QuerySet):
         `agent_state_refs` then cost nothing more)."""
         return self.select_related("state_map", "agent_map")
 
-    def bulk_create(self, objs: Iterable["Checkpoint"], *args: Any, **kwargs: Any) -> list["Checkpoint"]:
+    def bulk_create(
+        self,
+        objs: Iterable[Any],
+        batch_size: int | None = None,
+        ignore_conflicts: bool = False,
+        update_conflicts: bool = False,
+        update_fields: Collection[str] | None = None,
+        unique_fields: Collection[str] | None = None,
+    ) -> list[Any]:
+        """Checkpoints given their refs store their maps first (one insert for all of them)."""
         objs = list(objs)
         RefMap.store({sha: refs for obj in objs for sha, refs in obj.maps_to_store().items()})
-        return super().bulk_create(objs, *args, **kwargs)
+        return super().bulk_create(
+            objs,
+            batch_size=batch_size,
+            ignore_conflicts=ignore_conflicts,
+            update_conflicts=update_conflicts,
+            update_fields=update_fields,
+            unique_fields=unique_fields,
+        )
 
 
 class Checkpoint(Lifecycle):
@@ -119,6 +135,8 @@ class Checkpoint(Lifecycle):
     new_bytes = models.PositiveIntegerField(default=0)
     compaction_report = models.JSONField(default=dict, blank=True)
 
+    objects = CheckpointQuerySet.as_manager()
+
     class Meta:
         constraints = [models.UniqueConstraint(fields=["mission", "seq"], name="checkpoint_seq_unique_per_mission")]
         indexes = [
@@ -134,8 +152,6 @@ class Checkpoint(Lifecycle):
             ),
         ]
         ordering = ["-seq"]
-
-    objects = CheckpointQuerySet.as_manager()
 
     def __str__(self) -> str:
         return f"#{self.seq} {self.trigger}"

@@ -20,7 +20,7 @@ from django.db import connection, transaction
 from django.db.models import BooleanField, QuerySet
 from django.db.models.expressions import RawSQL
 
-from checkpoints.models import Blob, Checkpoint, RefMap, Record, Trigger
+from checkpoints.models import Blob, Checkpoint, Record, RefMap, Trigger
 
 # Arbitrary but fixed: the advisory lock that blob writers share and the collector takes alone.
 BLOB_GC_LOCK = 0x51_0B_6C

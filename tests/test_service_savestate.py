@@ -51,11 +51,7 @@ def save(agent: Actor, run, state: dict) -> Checkpoint:
 
 
 def frozen(checkpoint: Checkpoint) -> dict:
-    row = (
-        Checkpoint.objects.filter(pk=checkpoint.pk)
-        .values("seq", "parent_id", "trigger", "hash", "size_bytes", "record_watermark", "run_id")
-        .get()
-    )
+    row = Checkpoint.objects.filter(pk=checkpoint.pk).values("seq", "parent_id", "trigger", "hash", "size_bytes", "record_watermark", "run_id").get()
     stored = Checkpoint.objects.with_refs().get(pk=checkpoint.pk)
     state, agent_state = checkpoint_documents(stored)
     refs = {"state_refs": stored.state_refs, "agent_state_refs": stored.agent_state_refs}

@@ -3,8 +3,8 @@ row into `checkpoints_refmap`, the agent state's as a base and a delta laid out 
 out new checkpoints (each mission's checkpoints in order, a delta on the parent's base). A
 checkpoint's hash is taken over the resolved maps, which are the maps it held: it stays valid."""
 
-from django.db import migrations, models
 import django.db.models.deletion
+from django.db import migrations, models
 
 from checkpoints import refmaps
 
@@ -49,7 +49,6 @@ def maps_into_rows(apps, schema_editor):
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
         ("checkpoints", "0008_checkpoint_branch_points"),
     ]
@@ -66,16 +65,24 @@ class Migration(migrations.Migration):
             model_name="checkpoint",
             name="state_map",
             field=models.ForeignKey(
-                null=True, db_constraint=False, db_index=False, on_delete=django.db.models.deletion.DO_NOTHING,
-                related_name="+", to="checkpoints.refmap",
+                null=True,
+                db_constraint=False,
+                db_index=False,
+                on_delete=django.db.models.deletion.DO_NOTHING,
+                related_name="+",
+                to="checkpoints.refmap",
             ),
         ),
         migrations.AddField(
             model_name="checkpoint",
             name="agent_map",
             field=models.ForeignKey(
-                null=True, db_constraint=False, db_index=False, on_delete=django.db.models.deletion.DO_NOTHING,
-                related_name="+", to="checkpoints.refmap",
+                null=True,
+                db_constraint=False,
+                db_index=False,
+                on_delete=django.db.models.deletion.DO_NOTHING,
+                related_name="+",
+                to="checkpoints.refmap",
             ),
         ),
         migrations.AddField(

@@ -2,12 +2,11 @@
 checkpoint names its maps. (A migration of its own: PostgreSQL alters a table only once the
 previous migration's updates are committed.)"""
 
-from django.db import migrations, models
 import django.db.models.deletion
+from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
         ("checkpoints", "0009_shared_reference_maps"),
     ]
@@ -19,16 +18,22 @@ class Migration(migrations.Migration):
             model_name="checkpoint",
             name="state_map",
             field=models.ForeignKey(
-                db_constraint=False, db_index=False, on_delete=django.db.models.deletion.DO_NOTHING,
-                related_name="+", to="checkpoints.refmap",
+                db_constraint=False,
+                db_index=False,
+                on_delete=django.db.models.deletion.DO_NOTHING,
+                related_name="+",
+                to="checkpoints.refmap",
             ),
         ),
         migrations.AlterField(
             model_name="checkpoint",
             name="agent_map",
             field=models.ForeignKey(
-                db_constraint=False, db_index=False, on_delete=django.db.models.deletion.DO_NOTHING,
-                related_name="+", to="checkpoints.refmap",
+                db_constraint=False,
+                db_index=False,
+                on_delete=django.db.models.deletion.DO_NOTHING,
+                related_name="+",
+                to="checkpoints.refmap",
             ),
         ),
     ]
