@@ -342,8 +342,8 @@ def _write(
         note_cutoff=report["note_cutoff"],
     )
     agent_refs, agent_contents, agent_size = _agent_side(mission, agent_state, agent_parts)
-    if head_layout is None and (head := head_of(mission)) is not None:
-        head_layout = head.agent_layout
+    if head_layout is None and agent_state is None and agent_parts is None and (head := head_of(mission)) is not None:
+        head_layout = head.agent_layout  # read anyway to carry its agent state over; else a new base
     agent_layout = refmaps.agent_layout(agent_refs, head_layout)
     unstored_parts(mission)  # stored with the checkpoint's blobs (they are in `contents`)
     report["since"] = {"tool_outputs": 0, "bytes": 0}
