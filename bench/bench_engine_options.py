@@ -17,7 +17,8 @@ from django.db import connection, transaction  # noqa: E402
 from rounds import rounds, show  # noqa: E402
 
 from checkpoints import refmaps  # noqa: E402
-from quests.engine import runner, sql, writes  # noqa: E402
+from quests.engine import runner, writes  # noqa: E402
+from quests.engine.sql import runs as runs_sql  # noqa: E402
 from quests.services import missions, runs, savestate  # noqa: E402
 from quests.services.audit import Actor  # noqa: E402
 
@@ -62,7 +63,7 @@ def _params(row: writes.CheckpointRow, run_id: int, owner_id: int) -> dict:
         "note": "",
         "state_map_id": refmaps.map_sha({}),
         "agent_map_id": row.agent_layout.base,
-        "agent_delta": writes._json(row.agent_layout.delta),
+        "agent_delta": runner.json_text(row.agent_layout.delta),
         "record_watermark": 0,
         "size_bytes": 0,
         "agent_state_bytes": 0,
@@ -79,7 +80,7 @@ def _params(row: writes.CheckpointRow, run_id: int, owner_id: int) -> dict:
 
 def steps_one_by_one(row: writes.CheckpointRow, run_id: int, owner_id: int, *, pipeline: bool) -> None:
     """The SQLite form on PostgreSQL: beat, blobs (one insert each), row, key, head."""
-    beat, blob, store_map, _, insert, remember, move = sql.CHECKPOINT_WRITE_SQLITE
+    beat, blob, store_map, _, insert, remember, move = runs_sql.CHECKPOINT_WRITE_SQLITE
     params = _params(row, run_id, owner_id)
     maps = {params["state_map_id"]: {}, **row.agent_layout.new_maps}
     with runner.cursor() as c:
@@ -89,7 +90,7 @@ def steps_one_by_one(row: writes.CheckpointRow, run_id: int, owner_id: int, *, p
             for sha, data in row.blobs.items():
                 c.execute(blob, {**params, "sha": sha, "data": data, "media_type": "application/json"})
             for sha, refs in maps.items():
-                c.execute(store_map, {"sha": sha, "refs": writes._json(refs)})
+                c.execute(store_map, {"sha": sha, "refs": runner.json_text(refs)})
             c.execute(insert, params)
 
         if pipeline:

@@ -48,9 +48,9 @@ from rounds import rounds, timed  # noqa: E402
 
 from checkpoints.models import Checkpoint, Operation, OperationStatus  # noqa: E402
 from quests.models import Approval, Milestone, Mission, MissionStatus, ReviewStatus, Run  # noqa: E402
+from quests.selectors.people import inbox_count  # noqa: E402
 from quests.services import missions, records, runs  # noqa: E402
 from quests.services.audit import Actor  # noqa: E402
-from quests.services.inbox import inbox_count  # noqa: E402
 from quests.services.tokens import token_create  # noqa: E402
 
 # Signing the two people in is not news.

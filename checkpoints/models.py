@@ -1,7 +1,6 @@
 """Save-state storage: the lower layer. It never imports `quests`; missions and runs are string
 references so that this layer can be reasoned about (and purged) on its own."""
 
-
 from django.db import models
 from django.db.models import Q
 

@@ -49,6 +49,12 @@ def parts(document: dict[str, Any]) -> tuple[dict[str, str], dict[str, bytes]]:
     return refs, contents
 
 
+def joined(refs: dict[str, str], contents: dict[str, bytes]) -> bytes:
+    """The canonical JSON of a document from its `parts` (refs in key order), without serialising
+    it again: the same bytes as `canonical_json(document)`."""
+    return b"{" + b",".join(canonical_json(key) + b":" + contents[sha] for key, sha in refs.items()) + b"}"
+
+
 def parts_get(refs: dict[str, str], contents: dict[str, bytes] | None = None) -> dict[str, Any]:
     contents = contents if contents is not None else blobs_get(list(refs.values()))
     return {key: json.loads(contents[sha]) for key, sha in refs.items() if sha in contents}

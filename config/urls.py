@@ -7,13 +7,24 @@ from django.db.utils import InterfaceError, OperationalError
 from django.http import HttpResponse, JsonResponse
 from django.template import loader
 from django.urls import include, path
+from django.views.decorators.csrf import csrf_exempt
 from django.views.defaults import page_not_found, server_error
 
 from quests.api import DATABASE_RETRY_AFTER, api, database_unavailable_response
-from quests.api.mcp_http import mcp_endpoint
 from quests.web.login import AdminLoginForm, LoginForm
 
 admin.site.login_form = AdminLoginForm
+
+
+@csrf_exempt
+def mcp_endpoint(request):
+    """quests.api.mcp_http's view, imported on the first MCP request: the MCP SDK takes seconds to
+    import, which every process that loads the URLs (each web worker, each test server) would pay
+    at its first request whether or not it ever serves /mcp."""
+    from quests.api.mcp_http import mcp_endpoint as served
+
+    return served(request)
+
 
 urlpatterns = [
     path("admin/", admin.site.urls),

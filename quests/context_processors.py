@@ -2,7 +2,7 @@ from django.conf import settings
 from django.http import HttpRequest
 from django.utils.functional import SimpleLazyObject
 
-from quests.services.inbox import inbox_count
+from quests.selectors.people import inbox_count
 
 
 def inbox_badge(user, *, oob: bool = False, counted: int | None = None) -> dict:

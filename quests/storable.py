@@ -78,6 +78,8 @@ def check_json(value: Any, *, subject: str = "The value", max_depth: int | None 
     Walked with a stack of its own, not by recursion: a value nested far past the limit is
     refused, not a RecursionError. Every checkpoint write walks its agent state, so the common
     leaves (strings, containers) are judged inline and only the rest by _leaf_problem."""
+    if (type(value) is dict or type(value) is list) and _plainly_storable(value, max_depth):
+        return value
     problem = _leaf_problem(value)
     if problem is not None:
         raise Unstorable(f"{subject} {problem}")
@@ -104,6 +106,44 @@ def check_json(value: Any, *, subject: str = "The value", max_depth: int | None 
             elif (problem := _leaf_problem(child)) is not None:
                 raise Unstorable(f"{subject} {problem}", path=_dotted((where, key)))
     return value
+
+
+_ONLY_TEXT = {str}
+
+
+def _plainly_storable(value: dict | list, max_depth: int | None) -> bool:
+    """Whether `value` keeps to the rule, judged quickly: True only when it surely does. Every key
+    and string is gathered and judged at once, and every other leaf inline; anything unusual (a
+    problem, or a type other than JSON's own) is False, and check_json's walk then finds what is
+    wrong, where, with its words. Every checkpoint's agent state passes here."""
+    texts: list[str] = []
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if max_depth is not None and depth > max_depth:
+            return False
+        if type(item) is dict:
+            if not set(map(type, item)) <= _ONLY_TEXT:
+                return False
+            texts.extend(item)
+            children = item.values()
+        else:
+            children = item
+        for child in children:
+            kind = type(child)
+            if kind is str:
+                texts.append(child)
+            elif kind is dict or kind is list:
+                stack.append((child, depth + 1))
+            elif kind is float:
+                if not math.isfinite(child):
+                    return False
+            elif kind is int:
+                if not -NUMBER_MAX <= child <= NUMBER_MAX:
+                    return False
+            elif child is not None and kind is not bool:
+                return False
+    return is_storable_text("".join(texts))
 
 
 def parse_json(text: str | bytes, *, subject: str = "The JSON", max_depth: int | None = None) -> Any:

@@ -16,6 +16,8 @@ import urllib.request
 from datetime import timedelta
 from pathlib import Path
 
+from quests.services import milestones
+
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "var" / "screenshots"
 # The README shows these, at both widths.
@@ -69,14 +71,14 @@ def seed() -> dict[str, int]:
     )
     run, _ = runs.run_start(actor=agent, mission_id=deploy.pk, agent="release-bot")
     records.record_create(actor=agent, run_id=run.pk, kind="decision", text="Keep the three-tier layout; only the copy changes.")
-    draft, _ = approvals.milestone_claim(
+    draft, _ = milestones.milestone_claim(
         actor=agent, run_id=run.pk, kind="draft_ready", title="Copy drafted", summary="New copy for all three tiers.", agent_state={"step": "draft"}
     )
-    approvals.milestone_review(actor=person, milestone_id=draft.pk, action="approve")
-    prices, _ = approvals.milestone_claim(
+    milestones.milestone_review(actor=person, milestone_id=draft.pk, action="approve")
+    prices, _ = milestones.milestone_claim(
         actor=agent, run_id=run.pk, kind="data_verified", title="Prices checked", summary="Prices match the billing system.", agent_state={"step": "verify"}
     )
-    approvals.milestone_review(actor=person, milestone_id=prices.pk, action="correct", note="Show prices including VAT")
+    milestones.milestone_review(actor=person, milestone_id=prices.pk, action="correct", note="Show prices including VAT")
     approvals.approval_request(
         actor=agent,
         run_id=run.pk,
@@ -101,8 +103,8 @@ def seed() -> dict[str, int]:
         planned_milestones=[{"kind": "research_complete", "title": "Numbers gathered"}, {"kind": "draft_ready", "title": "Draft ready"}],
     )
     run, _ = runs.run_start(actor=agent, mission_id=report.pk, agent="writer")
-    gathered, _ = approvals.milestone_claim(actor=agent, run_id=run.pk, kind="research_complete", title="Numbers gathered", agent_state={"step": 1})
-    approvals.milestone_review(actor=person, milestone_id=gathered.pk, action="approve")
+    gathered, _ = milestones.milestone_claim(actor=agent, run_id=run.pk, kind="research_complete", title="Numbers gathered", agent_state={"step": 1})
+    milestones.milestone_review(actor=person, milestone_id=gathered.pk, action="approve")
     records.record_create(actor=agent, run_id=run.pk, kind="open_question", text="Should the report include the Berlin office?")
 
     # A mission restored to its last verified checkpoint: the tree branches.
@@ -115,7 +117,7 @@ def seed() -> dict[str, int]:
     )
     run, _ = runs.run_start(actor=agent, mission_id=trip.pk, agent="travel-bot")
     records.checkpoint_create(actor=agent, run_id=run.pk, agent_state={"step": "search"})
-    plan, _ = approvals.milestone_claim(
+    plan, _ = milestones.milestone_claim(
         actor=agent,
         run_id=run.pk,
         kind="plan_approved",
@@ -123,7 +125,7 @@ def seed() -> dict[str, int]:
         summary="TAP direct, Hotel Avenida.",
         agent_state={"step": "plan", "hotel": "Avenida"},
     )
-    approvals.milestone_review(actor=person, milestone_id=plan.pk, action="approve")
+    milestones.milestone_review(actor=person, milestone_id=plan.pk, action="approve")
     op, _ = operations.operation_plan(actor=agent, run_id=run.pk, key="flight-tap-1", kind="flight.book", target="TAP TP1351", request={"passengers": 1})
     operations.operation_attempt(actor=agent, operation_id=op.pk)
     operations.operation_complete(actor=agent, operation_id=op.pk, external_id="PNR-7QX2", external_status="confirmed", receipt={"price": "312 EUR"})
@@ -155,8 +157,8 @@ def seed() -> dict[str, int]:
         actor=agent, title="Renew the domain", objective="Renew questlog.example for two years.", planned_milestones=[{"kind": "custom", "title": "Renewed"}]
     )
     run, _ = runs.run_start(actor=agent, mission_id=done.pk, agent="ops-bot")
-    renewed, _ = approvals.milestone_claim(actor=agent, run_id=run.pk, kind="custom", title="Renewed", agent_state={})
-    approvals.milestone_review(actor=person, milestone_id=renewed.pk, action="approve")
+    renewed, _ = milestones.milestone_claim(actor=agent, run_id=run.pk, kind="custom", title="Renewed", agent_state={})
+    milestones.milestone_review(actor=person, milestone_id=renewed.pk, action="approve")
     runs.run_stop(actor=agent, run_id=run.pk, reason="completed", detail="Renewed until 2027.")
 
     long_history = seed_long_history(agent, person)
@@ -169,7 +171,7 @@ def seed_long_history(agent, person) -> int:
     """A mission that has run for months: a few hundred checkpoints over many runs, verified
     milestones along the way and two restores, so the pictures show the windowed history."""
     from quests.models import Mission
-    from quests.services import approvals, missions, records, runs
+    from quests.services import missions, records, runs
 
     nightly, _ = missions.mission_create(
         actor=agent,
@@ -182,14 +184,14 @@ def seed_long_history(agent, person) -> int:
         for step in range(7):
             records.checkpoint_create(actor=agent, run_id=run.pk, agent_state={"night": night, "step": step})
         if night % 6 == 0:
-            loaded, _ = approvals.milestone_claim(
+            loaded, _ = milestones.milestone_claim(
                 actor=agent,
                 run_id=run.pk,
                 kind="data_verified",
                 title=f"Week {night // 6} loaded",
                 agent_state={"night": night},
             )
-            approvals.milestone_review(actor=person, milestone_id=loaded.pk, action="approve")
+            milestones.milestone_review(actor=person, milestone_id=loaded.pk, action="approve")
         if night in (14, 26):
             missions.mission_pause(actor=person, mission_id=nightly.pk)
             nightly.refresh_from_db()

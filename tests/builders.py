@@ -8,7 +8,7 @@ import pytest
 
 from checkpoints.models import Checkpoint, Operation, Trigger
 from quests.models import Approval, Milestone, Mission, Run
-from quests.services import approvals, missions, operations, records, runs
+from quests.services import approvals, milestones, missions, operations, records, runs
 from quests.services.audit import Actor
 from quests.services.tokens import token_create
 
@@ -68,7 +68,7 @@ def waiting_on_approval(
 def waiting_on_gate(user, title: str = "Plan the offsite", *, agent: Actor | None = None) -> tuple[Mission, Milestone]:
     agent = agent or agent_for(user)
     mission, run = running(user, title, agent=agent)
-    milestone, _ = approvals.milestone_claim(
+    milestone, _ = milestones.milestone_claim(
         actor=agent,
         run_id=run.pk,
         kind="research_complete",
@@ -94,14 +94,14 @@ def verified_then_more_work(user, title: str = "Book the Lisbon trip", *, agent:
     agent = agent or agent_for(user)
     mission, run = running(user, title, agent=agent)
     records.checkpoint_create(actor=agent, run_id=run.pk, agent_state={"step": "search"})
-    milestone, _ = approvals.milestone_claim(
+    milestone, _ = milestones.milestone_claim(
         actor=agent,
         run_id=run.pk,
         kind="plan_approved",
         title="Plan approved",
         agent_state={"step": "plan", "hotel": "Avenida"},
     )
-    approvals.milestone_review(actor=person(user), milestone_id=milestone.pk, action="approve")
+    milestones.milestone_review(actor=person(user), milestone_id=milestone.pk, action="approve")
     op, _ = operations.operation_plan(actor=agent, run_id=run.pk, key="flight-1", kind="flight.book", target="TP1351", request={"seats": 1})
     operations.operation_attempt(actor=agent, operation_id=op.pk)
     operations.operation_complete(actor=agent, operation_id=op.pk, external_id="PNR-7QX2", external_status="confirmed", receipt={"price": "312 EUR"})

@@ -178,3 +178,26 @@ def make_stale():
         Run.objects.filter(pk=run_id).update(heartbeat_at=aged)
 
     return _make_stale
+
+
+@pytest.fixture
+def processes():
+    """The real processes a test starts (tests/processes.py): each is stopped, by its pid, when the test ends."""
+    from tests.processes import Process
+
+    started: list[Process] = []
+    yield started
+    for process in started:
+        process.stop()
+
+
+@pytest.fixture
+def empty_broker(settings):
+    """This test's Redis database starts and ends empty, so no worker sees another test's messages."""
+    import redis
+
+    assert settings.CELERY_BROKER_URL.startswith("redis://"), "these tests need Redis (make test sets it)"
+    broker = redis.Redis.from_url(settings.CELERY_BROKER_URL)
+    broker.flushdb()
+    yield
+    broker.flushdb()

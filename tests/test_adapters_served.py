@@ -19,7 +19,7 @@ from questlog_client.langgraph import QuestlogSaver
 from questlog_client.people import PersonSession
 from quests.services.tokens import token_create
 from tests.langgraph.test_saver import config, stopped_at_interrupt
-from tests.test_celery_worker import database_url
+from tests.processes import database_url
 from tests.test_serve import ROOT, serve, servers  # noqa: F401  (the fixture)
 
 # The PostgreSQL server works on the test database, so the tests' users must be committed there.

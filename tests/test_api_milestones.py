@@ -4,7 +4,7 @@ import pytest
 
 from checkpoints.models import Checkpoint
 from quests.models import Constraint, Milestone, Mission, Run
-from quests.services.inbox import inbox_milestones
+from quests.selectors.people import inbox_milestones
 
 pytestmark = pytest.mark.django_db
 

@@ -4,7 +4,7 @@ import pytest
 
 from checkpoints.models import Checkpoint
 from quests.models import Approval, Constraint, Milestone, Mission, Run
-from quests.services.inbox import inbox_approvals, inbox_milestones
+from quests.selectors.people import inbox_approvals, inbox_milestones
 
 pytestmark = pytest.mark.django_db
 

@@ -40,7 +40,7 @@ from quests.models import (
     Run,
     StandingDecision,
 )
-from quests.services import approvals, memory, operations, runs
+from quests.services import approvals, memory, milestones, operations, runs
 from quests.services.audit import Actor
 from quests.services.tokens import token_create
 from tests.builders import new_mission
@@ -429,7 +429,7 @@ def build_world() -> World:
     waiting = new_mission(alice, "Waiting quest", agent=agent)
     waiting_run, _ = runs.run_start(actor=agent, mission_id=waiting.pk, agent="matrix")
     approval, _ = approvals.approval_request(actor=agent, run_id=waiting_run.pk, action="send", payload={}, reason="r")
-    milestone, _ = approvals.milestone_claim(actor=agent, run_id=run.pk, kind="research_complete", title="R", gate=False)
+    milestone, _ = milestones.milestone_claim(actor=agent, run_id=run.pk, kind="research_complete", title="R", gate=False)
     kept, _ = memory.memory_propose(actor=agent, run_id=run.pk, name="tz", value="UTC", reason="r")
     memory.memory_decide(actor=person, proposal_id=kept.pk, decision="approve")
     proposal, _ = memory.memory_propose(actor=agent, run_id=run.pk, name="lang", value="en", reason="r")

@@ -15,9 +15,12 @@ from django.db import connection
 from django.test import Client
 from django.utils import timezone
 
+from checkpoints import sections
 from checkpoints.models import Checkpoint, Operation, OperationEvent, Record
 from quests.models import Approval, AuditEvent, Constraint, Mission, Run
+from quests.services import savestate
 from tests.conftest import ApiClient
+from tests.test_properties_savestate import current_refs, full_refs
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -209,3 +212,27 @@ def test_a_pause_racing_run_writes_leaves_no_write_after_the_pause(agent, alice,
     landed = Record.objects.filter(mission_id=mission["id"], kind="note")
     assert landed.count() == sum(a.status == 201 for a in writes)
     assert all(r.created_at <= ended.ended_at for r in landed)
+
+
+def test_concurrent_receipts_and_plans_on_one_ledger_keep_the_save_state_the_full_rebuild(agent, mission, run):
+    """Each operation call locks the mission and reads the ledger chunk it rewrites in one
+    statement; one that waited for the lock re-reads under it. Ten receipts for ten operations of
+    one chunk, and ten plans with ten keys, all at once: the current document is still exactly
+    the full rebuild, and every change is in it."""
+    ops = [agent.post(f"runs/{run['id']}/operations", {"key": f"k{n}", "kind": "mail", "target": "t", "request": {"n": n}}).json() for n in range(10)]
+    for op in ops:
+        assert agent.post(f"operations/{op['id']}/attempt").status_code == 200
+
+    def receipt_or_plan(client: ApiClient, i: int) -> Any:
+        if i < 10:
+            return client.post(f"operations/{ops[i]['id']}/complete", {"external_id": f"X{i}", "external_status": "sent"})
+        return client.post(f"runs/{run['id']}/operations", {"key": f"new{i}", "kind": "mail", "target": "t", "request": {"n": i}})
+
+    answers = race(agents_like(agent, 20), receipt_or_plan)
+    assert statuses(answers) == Counter({(200, None): 10, (201, None): 10})
+    stored = Mission.objects.get(pk=mission["id"])
+    assert current_refs(stored) == full_refs(stored)
+    ledger = sections.merged(savestate.state_document(stored))["operations"]
+    assert sorted((o["key"], o["status"]) for o in ledger) == sorted(
+        [(f"k{n}", "completed") for n in range(10)] + [(f"new{i}", "planned") for i in range(10, 20)]
+    )

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from django.db import connection
+from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
 from checkpoints.models import Blob, Checkpoint, Record
@@ -102,6 +103,44 @@ def test_a_run_start_is_replayed_by_its_key_and_audited(agent, mission):
     }
 
 
+def test_a_mission_is_created_with_its_constraints_in_order_audited_and_replayed_by_its_key(agent):
+    from quests.services.savestate import state_document
+
+    body = {"title": "Offsite", "objective": "Book it", "constraints": ["Budget 4k", "No Fridays", "Vegetarian menu"], "key": "create-1"}
+    first = agent.post("missions", body)
+    again = agent.post("missions", body)
+    assert (first.status_code, again.status_code) == (201, 200), first.content
+    assert again.json()["id"] == first.json()["id"]
+    assert agent.post("missions", {**body, "title": "Another"}).json()["error"]["code"] == "key_reuse"
+    mission = Mission.objects.get(pk=first.json()["id"])
+    assert list(mission.constraints.order_by("id").values_list("text", "source")) == [(t, "user") for t in body["constraints"]]
+    events = list(AuditEvent.objects.filter(mission=mission).order_by("id").values_list("entity", "entity_id", "action", "to_state", "data"))
+    constraint_ids = list(mission.constraints.order_by("id").values_list("pk", flat=True))
+    assert events == [("mission", mission.pk, "create", "ready", {})] + [
+        ("constraint", pk, "add", "active", {"text": text}) for pk, text in zip(constraint_ids, body["constraints"])
+    ]
+    assert IdempotentRequest.objects.filter(scope="missions", key="create-1", object_id=mission.pk).count() == 1
+    # Its first save state is the full rebuild, saved with a snapshot request.
+    document = {name: canonical_json(value) for name, value in state_document(mission).items() if name not in ("mission", "archive")}
+    assert {name: mission.state_pending[name].encode() for name in document} == document
+    assert (mission.state_version, mission.snapshot_requests.filter(status="pending").count()) == (1, 1)
+
+
+def test_a_run_stop_ends_the_run_moves_the_mission_and_writes_its_checkpoint(agent, run):
+    answer = agent.post(f"runs/{run['id']}/stop", {"reason": "blocked_external", "detail": "CRM down"})
+    assert answer.status_code == 200, answer.content
+    stopped, mission = Run.objects.get(pk=run["id"]), Mission.objects.get(pk=run["mission_id"])
+    assert (stopped.stop_reason, stopped.stop_detail, stopped.ended_at is not None) == ("blocked_external", "CRM down", True)
+    assert (mission.status, mission.stop_reason, mission.stop_detail, mission.active_run_id) == ("blocked", "blocked_external", "CRM down", None)
+    assert mission.head_checkpoint.trigger == "stop" and mission.head_checkpoint.run_id == run["id"]
+    events = AuditEvent.objects.filter(mission=mission, action__in=["stop_blocked", "end"]).order_by("id")
+    assert list(events.values_list("entity", "entity_id", "from_state", "to_state")) == [
+        ("mission", mission.pk, "running", "blocked"),
+        ("run", run["id"], "active", "blocked_external"),
+    ]
+    assert agent.post(f"runs/{run['id']}/stop", {"reason": "completed"}).status_code == 409
+
+
 def test_a_heartbeat_beats_a_live_run_only(agent, run):
     before = Run.objects.get(pk=run["id"]).heartbeat_at
     assert agent.post(f"runs/{run['id']}/heartbeat").status_code == 200
@@ -110,15 +149,186 @@ def test_a_heartbeat_beats_a_live_run_only(agent, run):
     assert agent.post(f"runs/{run['id']}/heartbeat").status_code == 409
 
 
+def test_the_resume_bundle_is_one_read_of_every_section(agent, run, alice):
+    """The engine's resume bundle: each section's rows as the answer shows them, the head's agent
+    state whole, the ledger grouped, the memory and standing decisions, on either database."""
+    from quests.engine import reads
+    from quests.models import MemoryItem
+
+    agent.post(f"runs/{run['id']}/checkpoints", {"agent_state": STATE})
+    question = agent.post(f"runs/{run['id']}/records", {"kind": "open_question", "text": "Which venue?"}).json()
+    agent.post(f"runs/{run['id']}/records", {"kind": "note", "text": "not in the bundle"})
+    planned = agent.post(f"runs/{run['id']}/operations", {"key": "send-1", "kind": "email", "target": "client", "request": {"to": "c"}}).json()
+    agent.post(f"operations/{planned['id']}/attempt")
+    MemoryItem.objects.create(owner=alice, name="tone", value="brief", approved_at=Run.objects.get(pk=run["id"]).started_at)
+    mission = Mission.objects.get(pk=run["mission_id"])
+    rows = reads.resume_bundle(mission.pk, user_id=alice.pk, token_mission_id=None)
+    assert rows is not None
+    assert rows["mission"]["id"] == mission.pk and rows["mission"]["status"] == mission.status
+    assert rows["checkpoint"]["id"] == mission.head_checkpoint_id and rows["agent_state"] == STATE
+    assert list(rows["agent_state"]) == list(Checkpoint.objects.get(pk=mission.head_checkpoint_id).agent_state_refs)
+    assert [r["id"] for r in rows["records"]] == [question["id"]] and rows["records"][0]["archived"] is False
+    assert rows["records"][0]["created_at"] == Record.objects.get(pk=question["id"]).created_at
+    (operation,) = rows["ledger"]
+    assert operation["status"] == "attempted" and operation["request"] == {"to": "c"} and operation["external_id"] is None
+    assert [c["text"] for c in rows["constraints"]] == ["Never email the client before Friday"]
+    assert rows["milestones"] == [] and rows["approvals"] == [] and rows["standing_decisions"] == []
+    assert rows["active_runs"] == [{"number": 1}] and rows["memory"][0]["value"] == "brief"
+    # Out of reach: another account, or a token limited to another mission.
+    assert reads.resume_bundle(mission.pk, user_id=alice.pk + 1, token_mission_id=None) is None
+    assert reads.resume_bundle(mission.pk, user_id=alice.pk, token_mission_id=mission.pk + 1) is None
+    body = agent.get(f"missions/{mission.pk}/resume").json()
+    assert body["checkpoint"]["agent_state"] == STATE and body["next_action"] == "in_progress"
+    assert [op["id"] for op in body["operations"]["to_reconcile"]] == [planned["id"]]
+
+
+def test_the_langgraph_latest_tuple_is_the_same_as_the_listing(agent):
+    """get_tuple (one thread and namespace, limit 1) is the engine's read; the general listing
+    gives the same item, with its pending writes and channel values."""
+    channels = {"a": {"type": "json", "data": {"n": 1}}, "b": {"type": "json", "data": [1, 2]}}
+    ids = []
+    for step in range(3):
+        graph_id = f"1f0{step:013d}-abc"
+        versions = {name: f"{step + 1:032d}.0" for name in channels}
+        body = {
+            "thread_id": "engine-thread",
+            "checkpoint": {"v": 4, "id": graph_id, "ts": "2026-12-03T00:00:00+00:00", "channel_versions": versions, "versions_seen": {}},
+            "metadata": {"step": step},
+            "parent_checkpoint_id": ids[-1] if ids else None,
+            "channels": {name: {"version": versions[name], "value": value} for name, value in channels.items()},
+        }
+        assert agent.post("langgraph/checkpoints", body).status_code == 201
+        ids.append(graph_id)
+    writes = [{"idx": 1, "channel": "a", "value": {"type": "json", "data": 2}}, {"idx": 0, "channel": "b", "value": {"type": "json", "data": 3}}]
+    assert agent.post("langgraph/writes", {"thread_id": "engine-thread", "checkpoint_id": ids[-1], "task_id": "t1", "writes": writes}).status_code == 200
+    for query in ("", f"&checkpoint_id={ids[1]}"):
+        latest = agent.get(f"langgraph/checkpoints?thread_id=engine-thread&checkpoint_ns=&limit=1{query}").json()["items"]
+        listed = agent.get(f"langgraph/checkpoints?thread_id=engine-thread&checkpoint_ns=&limit=3{query}").json()["items"]
+        assert latest == listed[:1]
+    latest = agent.get("langgraph/checkpoints?thread_id=engine-thread&checkpoint_ns=&limit=1").json()["items"][0]
+    assert latest["checkpoint_id"] == ids[-1] and latest["channel_values"] == channels
+    assert [w["idx"] for w in latest["pending_writes"]] == [0, 1]
+    assert agent.get("langgraph/checkpoints?thread_id=no-such-thread&checkpoint_ns=&limit=1").json()["items"] == []
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="statement counts are PostgreSQL's")
+def test_the_resume_bundle_and_get_tuple_are_one_statement_each(agent, run):
+    agent.post(f"runs/{run['id']}/checkpoints", {"agent_state": STATE})
+    with CaptureQueriesContext(connection) as captured:
+        assert agent.get(f"missions/{run['mission_id']}/resume").status_code == 200
+    assert len(engine_statements(captured)) == 1, engine_statements(captured)
+    with CaptureQueriesContext(connection) as captured:
+        assert agent.get("langgraph/checkpoints?thread_id=none&checkpoint_ns=&limit=1").status_code == 200
+    assert len(engine_statements(captured)) == 1, engine_statements(captured)
+
+
 @pytest.mark.skipif(connection.vendor != "postgresql", reason="statement counts are PostgreSQL's")
 def test_each_hot_write_is_one_statement_after_its_lock(agent, run):
-    """Checkpoint: the lock, then the write. Heartbeat: one statement."""
+    """Checkpoint: the read (which authenticates the token too), then the write, and nothing else:
+    no BEGIN, no COMMIT. Heartbeat: one statement."""
     with CaptureQueriesContext(connection) as captured:
         assert agent.post(f"runs/{run['id']}/checkpoints", {"agent_state": STATE, "key": uuid.uuid4().hex}).status_code == 201
-    assert len(engine_statements(captured)) == 2, engine_statements(captured)
+    assert len(captured.captured_queries) == 2, [q["sql"] for q in captured.captured_queries]
     with CaptureQueriesContext(connection) as captured:
         assert agent.post(f"runs/{run['id']}/heartbeat").status_code == 200
     assert len(engine_statements(captured)) == 1
+
+
+def _operation_calls(agent, run) -> list[tuple[str, str, dict]]:
+    """Plan, attempt, complete, observe; and another plan, attempt and fail: every operation call."""
+    first = agent.post(f"runs/{run['id']}/operations", {"key": "op-1", "kind": "mail", "target": "a@b", "request": {"n": 1}})
+    second = agent.post(f"runs/{run['id']}/operations", {"key": "op-2", "kind": "mail", "target": "c@d", "request": {"n": 2.5}})
+    assert (first.status_code, second.status_code) == (201, 201), first.content
+    one, two = first.json()["id"], second.json()["id"]
+    return [
+        ("attempt", f"operations/{one}/attempt", {}),
+        ("complete", f"operations/{one}/complete", {"external_id": "M-1", "external_status": "sent", "receipt": {"id": "M-1", "ok": True}}),
+        ("observe", f"operations/{one}/observe", {"external_status": "bounced", "receipt": {"why": "full"}}),
+        ("attempt", f"operations/{two}/attempt", {}),
+        ("fail", f"operations/{two}/fail", {"error": "refused", "retryable": False}),
+    ]
+
+
+def test_each_operation_call_keeps_the_save_state_the_full_rebuild(agent, run):
+    """The lock reads the ledger chunk, the write stores it: after every call the mission's
+    current document equals the full rebuild, and the operation, its events, its audit events
+    and the run's heartbeat are written."""
+    from checkpoints.models import Operation, OperationEvent
+    from tests.test_properties_savestate import current_refs, full_refs
+
+    calls = _operation_calls(agent, run)
+    mission = Mission.objects.get(pk=run["mission_id"])
+    assert current_refs(mission) == full_refs(mission)
+    for action, path, body in calls:
+        before = Run.objects.get(pk=run["id"]).heartbeat_at
+        answer = agent.post(path, body)
+        assert answer.status_code == 200, answer.content
+        mission = Mission.objects.get(pk=run["mission_id"])
+        assert current_refs(mission) == full_refs(mission), action
+        beaten = Run.objects.get(pk=run["id"]).heartbeat_at > before
+        assert beaten == (action == "attempt"), action  # a receipt beats nothing
+    one, two = Operation.objects.filter(mission_id=run["mission_id"]).order_by("id")
+    assert (one.status, one.external_id, one.external_status, one.receipt) == ("completed", "M-1", "bounced", {"why": "full"})
+    assert (two.status, two.error, two.retryable, two.attempts) == ("failed", "refused", False, 1)
+    assert list(OperationEvent.objects.filter(operation=one).values_list("event", flat=True)) == ["planned", "attempted", "completed", "observed"]
+    assert list(OperationEvent.objects.filter(operation=two).values_list("event", "error")) == [("planned", ""), ("attempted", ""), ("failed", "refused")]
+    audited = AuditEvent.objects.filter(entity="operation", entity_id=one.pk).order_by("id")
+    assert [(e.action, e.from_state, e.to_state, e.data) for e in audited] == [
+        ("plan", "", "planned", {"key": "op-1"}),
+        ("attempt", "planned", "attempted", {"key": "op-1"}),
+        ("complete", "attempted", "completed", {"key": "op-1"}),
+        ("observe", "completed", "completed", {"key": "op-1", "external_status_from": "sent", "external_status": "bounced"}),
+    ]
+
+
+def test_an_operation_key_replays_its_operation_and_refuses_another_request(agent, run):
+    body = {"key": "op-1", "kind": "mail", "target": "a@b", "request": {"n": 1}}
+    first = agent.post(f"runs/{run['id']}/operations", body)
+    again = agent.post(f"runs/{run['id']}/operations", body)
+    assert (first.status_code, again.status_code) == (201, 200) and again.json() == first.json()
+    other = agent.post(f"runs/{run['id']}/operations", {**body, "request": {"n": 2}})
+    assert other.status_code == 409 and other.json()["error"]["code"] == "key_reuse"
+    receipt = {"external_id": "M-1", "external_status": "sent"}
+    agent.post(f"operations/{first.json()['id']}/attempt")
+    done = agent.post(f"operations/{first.json()['id']}/complete", receipt)
+    assert agent.post(f"operations/{first.json()['id']}/complete", receipt).json() == done.json()  # the same receipt: a no-op
+
+
+def test_an_operation_of_a_mission_the_caller_cannot_see_is_not_found(agent, run, django_user_model):
+    from tests.conftest import ApiClient
+
+    op = agent.post(f"runs/{run['id']}/operations", {"key": "op-1", "kind": "mail", "target": "a@b", "request": {}}).json()
+    from quests.services.tokens import token_create
+
+    _, raw = token_create(user=django_user_model.objects.create_user("mallory", password="x"), name="other")
+    other = ApiClient(Client(), raw)
+    assert other.post(f"operations/{op['id']}/attempt").status_code == 404
+    assert other.post(f"runs/{run['id']}/operations", {"key": "op-2", "kind": "mail", "target": "a@b", "request": {}}).status_code == 404
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="statement counts are PostgreSQL's")
+def test_each_operation_call_is_its_lock_and_one_write(agent, run):
+    """Plan, attempt, complete, observe, fail: the lock (with the ledger chunk), then the write."""
+    with CaptureQueriesContext(connection) as captured:
+        assert agent.post(f"runs/{run['id']}/operations", {"key": "op-0", "kind": "mail", "target": "a@b", "request": {}}).status_code == 201
+    assert len(engine_statements(captured)) == 2, engine_statements(captured)
+    for action, path, body in _operation_calls(agent, run):
+        with CaptureQueriesContext(connection) as captured:
+            assert agent.post(path, body).status_code == 200
+        assert len(engine_statements(captured)) == 2, (action, engine_statements(captured))
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="statement counts are PostgreSQL's")
+def test_a_mission_create_is_one_statement_and_its_save_state_another_whatever_its_constraints(agent):
+    """The create (with the key's lookup), then the save state with the snapshot request (the
+    request is marked published after commit, which a test's transaction never reaches), then
+    the answer's count of milestones."""
+    for n in (1, 50):
+        with CaptureQueriesContext(connection) as captured:
+            assert (
+                agent.post("missions", {"title": "t", "objective": "o", "constraints": [f"r{i}" for i in range(n)], "key": uuid.uuid4().hex}).status_code == 201
+            )
+        assert len(engine_statements(captured)) == 3, engine_statements(captured)
 
 
 @pytest.mark.skipif(os.environ.get("QUESTLOG_ENGINE_ON_SQLITE") == "1", reason="already on SQLite")

@@ -19,7 +19,7 @@ import psycopg
 import pytest
 
 from questlog_client.people import PersonSession
-from tests.test_celery_worker import free_port, wait_for
+from tests.processes import free_port, wait_for
 from tests.test_serve import ROOT, serve, servers  # noqa: F401  (the fixture)
 
 pytestmark = pytest.mark.slow

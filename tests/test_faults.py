@@ -14,17 +14,8 @@ from checkpoints.models import Checkpoint, PurgeLog, RetentionPolicy, SnapshotRe
 from quests.models import Mission
 from quests.services.tokens import token_create
 from tests.process_probes import PURGE_HELD
-from tests.test_celery_worker import (  # noqa: F401  (processes, clean_broker: fixtures)
-    ApiServer,
-    Process,
-    Worker,
-    background,
-    clean_broker,
-    free_port,
-    open_requests,
-    processes,
-    wait_for,
-)
+from tests.processes import ApiServer, Process, Worker, free_port, wait_for
+from tests.test_celery_worker import background, clean_broker, open_requests  # noqa: F401  (clean_broker: a fixture)
 from tests.test_retention_interrupted import every_reference_resolves
 from tests.test_retention_purge import LATER, assert_intact, assert_purged, finished_mission
 

@@ -7,7 +7,7 @@ from django.conf import settings as django_settings
 
 from quests.services.tokens import token_create
 from tests.mcp_support import McpHost, ok, refused
-from tests.test_celery_worker import database_url
+from tests.processes import database_url
 from tests.test_serve import serve, servers  # noqa: F401  (the fixture)
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]

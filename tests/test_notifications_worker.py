@@ -7,31 +7,13 @@ import threading
 from collections.abc import Iterator
 
 import pytest
-import redis
-from django.conf import settings as django_settings
 from standardwebhooks.webhooks import Webhook
 
 from notifications.models import Delivery
 from tests.notification_receivers import HttpReceiver, SmtpServer
-from tests.test_celery_worker import Process, Worker, wait_for
+from tests.processes import Worker, wait_for
 
-pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
-
-
-@pytest.fixture(autouse=True)
-def clean_broker() -> Iterator[None]:
-    broker = redis.Redis.from_url(django_settings.CELERY_BROKER_URL)
-    broker.flushdb()
-    yield
-    broker.flushdb()
-
-
-@pytest.fixture
-def processes() -> Iterator[list[Process]]:
-    started: list[Process] = []
-    yield started
-    for process in started:
-        process.stop()
+pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("empty_broker")]
 
 
 @pytest.fixture

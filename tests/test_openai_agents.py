@@ -24,8 +24,8 @@ from questlog_client import MissionNotStartable, Questlog, RunEnded, RunStateMis
 from questlog_client.openai_agents import RunStateStore
 from questlog_client.testing import PersonSession
 from quests.models import Approval, Run
+from quests.selectors.people import inbox_approvals
 from quests.services.approvals import approvals_expire_due
-from quests.services.inbox import inbox_approvals
 from quests.services.tokens import token_create
 from tests.openai_agents_agent import ASKING, FINAL, INVITE, answering_model, asking_model, build_agent, resume, sent, tool_outputs
 

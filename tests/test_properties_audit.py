@@ -16,7 +16,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, ru
 
 from checkpoints.models import Checkpoint, Operation
 from quests.models import Approval, AuditEvent, MemoryProposal, Milestone, Mission, Run
-from quests.services import approvals, machine, memory, missions, operations, records, runs
+from quests.services import approvals, machine, memory, milestones, missions, operations, records, runs
 from quests.services.audit import Actor
 from quests.services.errors import ServiceError
 from quests.services.tokens import token_create
@@ -98,14 +98,14 @@ class AuditMachine(RuleBasedStateMachine):
     def claim_milestone(self, gate: bool) -> None:
         run_id = self.run_id()
         if run_id:
-            self.attempt(approvals.milestone_claim, actor=self.agent, run_id=run_id, kind="custom", title="Step", gate=gate)
+            self.attempt(milestones.milestone_claim, actor=self.agent, run_id=run_id, kind="custom", title="Step", gate=gate)
 
     @rule(end=st.sampled_from(["complete", "cancel"]))
     def claim_then_end(self, end: str) -> None:
         """The mission ends with a milestone still unreviewed: the case the pending rule is for."""
         run_id = self.run_id()
         if run_id:
-            self.attempt(approvals.milestone_claim, actor=self.agent, run_id=run_id, kind="custom", title="Loose end")
+            self.attempt(milestones.milestone_claim, actor=self.agent, run_id=run_id, kind="custom", title="Loose end")
             if end == "complete":
                 self.attempt(runs.run_stop, actor=self.agent, run_id=run_id, reason="completed")
             else:
@@ -162,7 +162,7 @@ class AuditMachine(RuleBasedStateMachine):
     def review_milestone(self, index: int, action: str) -> None:
         milestone_id = self.pick(Milestone, index)
         if milestone_id:
-            self.attempt(approvals.milestone_review, actor=self.person, milestone_id=milestone_id, action=action, note="Use trains")
+            self.attempt(milestones.milestone_review, actor=self.person, milestone_id=milestone_id, action=action, note="Use trains")
 
     @rule(index=st.integers(0, 9), decision=st.sampled_from(["approve", "decline"]))
     def decide_memory(self, index: int, decision: str) -> None:

@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings as hsettings, strategies as 
 from checkpoints import services as storage
 from checkpoints.models import Checkpoint, Operation, Record, SnapshotRequest
 from quests.models import Approval, Constraint, Milestone, Mission
-from quests.services import approvals, missions, operations, records, runs, savestate, snapshots
+from quests.services import approvals, milestones, missions, operations, records, runs, savestate, snapshots
 from quests.services.audit import Actor
 
 pytestmark = pytest.mark.django_db
@@ -41,6 +41,7 @@ ACTIONS = st.lists(
                 "decide",
                 "milestone",
                 "pause_restore",
+                "stop",
             ]
         ),
         st.integers(min_value=0, max_value=50),
@@ -76,7 +77,7 @@ class World:
                 for approval in Approval.objects.filter(mission=mission, status="pending"):
                     approvals.approval_decide(actor=self.person, approval_id=approval.pk, decision="approve")
                 for milestone in Milestone.objects.filter(mission=mission).gates_awaiting_review():
-                    approvals.milestone_review(actor=self.person, milestone_id=milestone.pk, action="approve")
+                    milestones.milestone_review(actor=self.person, milestone_id=milestone.pk, action="approve")
             mission = self.fresh()
             if mission.status == "paused":
                 missions.mission_unpause(actor=self.person, mission_id=mission.pk)
@@ -139,7 +140,10 @@ class World:
                     actor=self.person, approval_id=pending[0].pk, decision=decision, payload={"edited": n} if decision == "edit" else None
                 )
         elif action == "milestone":
-            approvals.milestone_claim(actor=self.agent, run_id=self.running(), kind="research_complete", title=f"Step {n}", gate=n % 2 == 0)
+            milestones.milestone_claim(actor=self.agent, run_id=self.running(), kind="research_complete", title=f"Step {n}", gate=n % 2 == 0)
+        elif action == "stop":
+            # A stop's checkpoint copies the current document (the mission stays startable).
+            runs.run_stop(actor=self.agent, run_id=self.running(), reason="blocked_external", detail=f"down {n}")
         elif action == "pause_restore":
             mission = self.fresh()
             checkpoints = list(Checkpoint.objects.filter(mission=mission).order_by("seq"))
@@ -169,3 +173,24 @@ def test_the_current_document_is_always_the_full_rebuild(alice, actions):
             # checkpoint's id, so their document is the rebuild of the moment before.)
             if head is not None and head.pk in {c.pk for c in new} and head.trigger in ("agent", "background", "stop", "restore"):
                 assert head.state_refs == full_refs(mission), f"head after {action} {n}"
+
+
+@pytest.mark.parametrize("end", ["complete", "cancel", "cancel_waiting"])
+def test_the_checkpoint_of_an_ending_mission_is_the_full_rebuild(alice, end):
+    """A mission that ends ends what is pending on it; its stop checkpoint, which copies the
+    current document, holds the sections that changed."""
+    world = World(alice)
+    run_id = world.running()
+    milestones.milestone_claim(actor=world.agent, run_id=run_id, kind="research_complete", title="Found three venues", gate=False)
+    if end == "complete":
+        runs.run_stop(actor=world.agent, run_id=run_id, reason="completed")
+    else:
+        if end == "cancel_waiting":  # no run is going: the mission moves by itself
+            approvals.approval_request(actor=world.agent, run_id=run_id, action="book the venue", payload={}, reason="a deposit")
+        missions.mission_cancel(actor=world.person, mission_id=world.mission.pk)
+    mission = world.fresh()
+    assert Milestone.objects.get(mission=mission).withdrawn
+    assert not Approval.objects.filter(mission=mission, status="pending").exists()
+    assert mission.head_checkpoint.trigger == "stop"
+    assert mission.head_checkpoint.state_refs == full_refs(mission)
+    assert current_refs(mission) == full_refs(mission)

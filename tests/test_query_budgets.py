@@ -22,15 +22,22 @@ pytestmark = pytest.mark.django_db(transaction=True)
 BUDGETS = {
     "heartbeat": 2,
     "record": 5,
-    "operation_plan": 5,
-    "operation_attempt": 5,
-    "operation_complete": 5,
-    "operation_fail": 5,
-    "checkpoint": 3,  # authentication, the lock (with the key and the head), the write
+    "operation_plan": 3,
+    "operation_attempt": 3,
+    "operation_complete": 3,
+    "operation_fail": 3,
+    "checkpoint": 2,  # authentication with the read (the run, its mission, the key, the head), the write
     # … and the read of the notes a compaction pass archives, when the live notes outgrew the window
-    "checkpoint_after_other_changes": 4,
+    "checkpoint_after_other_changes": 3,
     "resume": 8,
     "run_start": 5,  # authentication, the lock with the key, the start, the resume bundle (head, blobs)
+    # authentication, the mission with its constraints, audit events and key (one statement), its
+    # first save state with the snapshot request, the request marked published after commit, and
+    # the answer's progress (its milestones counted)
+    "mission_create": 5,
+    # authentication, the lock, the end (run, mission, audit events), the notification of a blocked
+    # mission (its dedupe read, the owner's preference, the row, the webhooks), the head, the checkpoint
+    "run_stop": 9,
 }
 AGENT_STATE = {f"k{i:02d}": {"text": "x" * 480, "n": i} for i in range(20)}
 
@@ -153,6 +160,26 @@ def test_run_start(working, django_assert_max_num_queries):
     agent.post(f"runs/{run_id}/stop", {"reason": "blocked_external", "detail": "CRM down"})
     answer = within("run_start", django_assert_max_num_queries, lambda: agent.post(f"missions/{mission_id}/runs", {"agent": "test", "key": key()}))
     assert answer["resume"]["checkpoint"]["agent_state"] == AGENT_STATE
+
+
+def test_mission_create_costs_the_same_with_1_and_with_50_constraints(agent, django_assert_max_num_queries):
+    """A mission's constraints and their audit events are arrays of one statement: the count of
+    statements does not grow with them."""
+    assert agent.post("missions", {"title": "Warm-up", "objective": "The token's first use is stamped once"}).status_code == 201
+    counts = []
+    for n in (1, 50):
+        body = {"title": "Offsite", "objective": "Book it", "constraints": [f"Rule {i}" for i in range(n)], "key": key()}
+        with django_assert_max_num_queries(BUDGETS["mission_create"]) as captured:
+            answer = agent.post("missions", body)
+        assert answer.status_code == 201, answer.content
+        assert Mission.objects.get(pk=answer.json()["id"]).constraints.count() == n
+        counts.append(len(captured.captured_queries))
+    assert counts[0] == counts[1]
+
+
+def test_run_stop(working, django_assert_max_num_queries):
+    agent, _, run_id = working
+    within("run_stop", django_assert_max_num_queries, lambda: agent.post(f"runs/{run_id}/stop", {"reason": "blocked_external", "detail": "CRM down"}))
 
 
 def test_a_checkpoint_sends_only_the_parts_its_head_lacks(working, monkeypatch):

@@ -22,7 +22,7 @@ from django.db import connection
 from config.celery import app as celery_app
 from config.database import database_settings, is_celery_process
 from quests.services.tokens import token_create
-from tests.test_celery_worker import Process, database_url, free_port, wait_for
+from tests.processes import Process, database_url, free_port, wait_for
 
 ROOT = Path(__file__).resolve().parent.parent
 # scripts/serve runs with DEBUG off, which refuses to start without a secret key of its own.

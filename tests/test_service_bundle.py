@@ -6,7 +6,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from quests.models import Mission
-from quests.services import approvals, memory, missions, operations, records, runs
+from quests.services import approvals, memory, milestones, missions, operations, records, runs
 from quests.services.audit import Actor
 from quests.services.bundle import resume_bundle
 from quests.services.tokens import token_create
@@ -82,8 +82,8 @@ def rich_history(agent: Actor, person: Actor, mission: Mission) -> None:
             operations.operation_fail(actor=agent, operation_id=op.pk, error="boom", retryable=True)
     proposal, _ = memory.memory_propose(actor=agent, run_id=run.pk, name="seating", value="round tables", reason="r")
     memory.memory_decide(actor=person, proposal_id=proposal.pk, decision="approve")
-    milestone, _ = approvals.milestone_claim(actor=agent, run_id=run.pk, kind="research_complete", title="Research", agent_state={"step": 1})
-    approvals.milestone_review(actor=person, milestone_id=milestone.pk, action="approve")
+    milestone, _ = milestones.milestone_claim(actor=agent, run_id=run.pk, kind="research_complete", title="Research", agent_state={"step": 1})
+    milestones.milestone_review(actor=person, milestone_id=milestone.pk, action="approve")
     records.checkpoint_create(actor=agent, run_id=run.pk, agent_state={"step": 2})
     approvals.approval_request(actor=agent, run_id=run.pk, action="pay", payload={"eur": 10}, reason="money")
 
@@ -133,10 +133,10 @@ def test_the_checkpoint_is_the_missions_head(agent, mission):
 
 def test_the_last_verified_checkpoint_is_the_approved_milestones(agent, person, mission):
     run = start(agent, mission)
-    milestone, _ = approvals.milestone_claim(actor=agent, run_id=run.pk, kind="research_complete", title="R")
+    milestone, _ = milestones.milestone_claim(actor=agent, run_id=run.pk, kind="research_complete", title="R")
     records.checkpoint_create(actor=agent, run_id=run.pk, agent_state={"later": True})
     assert resume_bundle(mission)["last_verified_checkpoint"] is None
-    approvals.milestone_review(actor=person, milestone_id=milestone.pk, action="approve")
+    milestones.milestone_review(actor=person, milestone_id=milestone.pk, action="approve")
     b = resume_bundle(mission)
     assert b["last_verified_checkpoint"]["id"] == milestone.checkpoint_id
     assert b["checkpoint"]["id"] != milestone.checkpoint_id
@@ -169,8 +169,8 @@ def test_retired_constraints_drop_out_and_corrections_come_in(agent, person, mis
     missions.constraint_retire(actor=person, mission_id=mission.pk, constraint_id=constraint.pk)
     missions.constraint_add(actor=person, mission_id=mission.pk, text="Budget 5k")
     run = start(agent, mission)
-    milestone, _ = approvals.milestone_claim(actor=agent, run_id=run.pk, kind="custom", title="Shortlist")
-    approvals.milestone_review(actor=person, milestone_id=milestone.pk, action="correct", note="Near a station")
+    milestone, _ = milestones.milestone_claim(actor=agent, run_id=run.pk, kind="custom", title="Shortlist")
+    milestones.milestone_review(actor=person, milestone_id=milestone.pk, action="correct", note="Near a station")
     assert [(c["text"], c["source"]) for c in resume_bundle(mission)["constraints"]] == [("Budget 5k", "user"), ("Near a station", "correction")]
 
 

@@ -7,7 +7,7 @@ import pytest
 from django.utils import timezone
 
 from quests.models import AuditEvent, Mission, MissionStatus as S
-from quests.services import approvals, machine, missions, operations, runs
+from quests.services import approvals, machine, milestones, missions, operations, runs
 from quests.services.audit import Actor
 from quests.services.bundle import resume_bundle
 from quests.services.errors import Conflict
@@ -204,7 +204,7 @@ def test_row_await_approval_names_the_action(agent):
 
 def test_row_await_approval_names_the_gate_milestone(agent):
     mission = new(agent)
-    approvals.milestone_claim(actor=agent, run_id=start(agent, mission).pk, kind="plan_approved", title="The plan", gate=True)
+    milestones.milestone_claim(actor=agent, run_id=start(agent, mission).pk, kind="plan_approved", title="The plan", gate=True)
     b = bundle(mission)
     assert b["next_action"] == "await_approval"
     assert "The plan" in b["message"]

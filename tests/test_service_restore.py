@@ -5,7 +5,7 @@ import pytest
 from checkpoints.models import Checkpoint, Operation, Record
 from checkpoints.services import checkpoint_agent_state, checkpoint_documents
 from quests.models import Approval, AuditEvent, Milestone, Mission
-from quests.services import approvals, missions, operations, records, runs
+from quests.services import approvals, milestones, missions, operations, records, runs
 from quests.services.audit import Actor
 from quests.services.bundle import resume_bundle
 from quests.services.errors import Conflict, Forbidden, InvalidInput, NotFound
@@ -130,7 +130,7 @@ def test_constraints_and_the_operation_ledger_are_never_rolled_back(agent, perso
 def test_pending_approvals_expire_and_ordinary_milestones_stay_pending(agent, person, mission):
     run = start(agent, mission)
     chosen = save(agent, run, {})
-    ordinary, _ = approvals.milestone_claim(actor=agent, run_id=run.pk, kind="custom", title="Ordinary")
+    ordinary, _ = milestones.milestone_claim(actor=agent, run_id=run.pk, kind="custom", title="Ordinary")
     approval, _ = approvals.approval_request(actor=agent, run_id=run.pk, action="pay", payload={}, reason="r")
     missions.mission_pause(actor=person, mission_id=mission.pk)
     missions.mission_unpause(actor=person, mission_id=mission.pk)
@@ -144,7 +144,7 @@ def test_pending_approvals_expire_and_ordinary_milestones_stay_pending(agent, pe
 def test_a_pending_gate_milestone_expires(agent, person, mission):
     run = start(agent, mission)
     chosen = save(agent, run, {})
-    gate, _ = approvals.milestone_claim(actor=agent, run_id=run.pk, kind="plan_approved", title="Plan", gate=True)
+    gate, _ = milestones.milestone_claim(actor=agent, run_id=run.pk, kind="plan_approved", title="Plan", gate=True)
     assert Mission.objects.get(pk=mission.pk).status == "waiting_for_approval"
     restore(person, mission, chosen)
     assert Milestone.objects.get(pk=gate.pk).review_status == "expired"

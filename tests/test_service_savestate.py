@@ -16,7 +16,7 @@ from checkpoints.services import (
     sha256_hex,
 )
 from quests.models import Mission
-from quests.services import approvals, missions, operations, records, runs
+from quests.services import milestones, missions, operations, records, runs
 from quests.services.audit import Actor
 from quests.services.savestate import take_checkpoint
 from quests.services.tokens import token_create
@@ -134,7 +134,7 @@ def test_every_kind_of_checkpoint_takes_the_next_seq(agent, person):
     mission = new_mission(agent)
     run = start(agent, mission)
     save(agent, run, {"a": 1})
-    approvals.milestone_claim(actor=agent, run_id=run.pk, kind="custom", title="m")
+    milestones.milestone_claim(actor=agent, run_id=run.pk, kind="custom", title="m")
     runs.run_stop(actor=agent, run_id=run.pk, reason="blocked_external")
     triggers = list(Checkpoint.objects.filter(mission=mission).order_by("seq").values_list("seq", "trigger"))
     assert triggers == [(1, "agent"), (2, "milestone"), (3, "stop")]

@@ -16,10 +16,10 @@ from quests.models import (
     ReviewStatus as R,
     StopReason,
 )
-from quests.services import approvals, machine, memory, missions, operations, records, runs
+from quests.selectors.people import inbox_milestones
+from quests.services import approvals, machine, memory, milestones, missions, operations, records, runs
 from quests.services.audit import Actor
 from quests.services.errors import Conflict
-from quests.services.inbox import inbox_milestones
 from quests.services.tokens import token_create
 
 pytestmark = pytest.mark.django_db
@@ -199,7 +199,7 @@ def test_cancel_expires_pending_approvals_with_their_audit_events(agent, person)
 
 def test_cancel_withdraws_pending_milestones_with_their_audit_events(agent, person):
     mission, run = new_run(agent)
-    plain, _ = approvals.milestone_claim(actor=agent, run_id=run.pk, kind="research_complete", title="Research")
+    plain, _ = milestones.milestone_claim(actor=agent, run_id=run.pk, kind="research_complete", title="Research")
     missions.mission_cancel(actor=person, mission_id=mission.pk)
     plain.refresh_from_db()
     assert (plain.review_status, plain.withdrawn) == (R.PENDING_REVIEW, True)
@@ -209,7 +209,7 @@ def test_cancel_withdraws_pending_milestones_with_their_audit_events(agent, pers
 
 def test_cancel_withdraws_a_pending_gate_milestone_without_a_run(agent, person):
     mission, run = new_run(agent)
-    gate, _ = approvals.milestone_claim(actor=agent, run_id=run.pk, kind="plan_approved", title="Plan", gate=True)
+    gate, _ = milestones.milestone_claim(actor=agent, run_id=run.pk, kind="plan_approved", title="Plan", gate=True)
     missions.mission_cancel(actor=person, mission_id=mission.pk)
     gate.refresh_from_db()
     assert (gate.review_status, gate.withdrawn) == (R.PENDING_REVIEW, True)
@@ -218,7 +218,7 @@ def test_cancel_withdraws_a_pending_gate_milestone_without_a_run(agent, person):
 
 def test_completion_withdraws_pending_milestones_with_their_audit_events(agent):
     mission, run = new_run(agent)
-    plain, _ = approvals.milestone_claim(actor=agent, run_id=run.pk, kind="draft_ready", title="Draft")
+    plain, _ = milestones.milestone_claim(actor=agent, run_id=run.pk, kind="draft_ready", title="Draft")
     runs.run_stop(actor=agent, run_id=run.pk, reason="completed")
     plain.refresh_from_db()
     assert (plain.review_status, plain.withdrawn) == (R.PENDING_REVIEW, True)
@@ -227,9 +227,9 @@ def test_completion_withdraws_pending_milestones_with_their_audit_events(agent):
 
 def test_a_withdrawn_milestone_can_still_be_reviewed(agent, person):
     mission, run = new_run(agent)
-    plain, _ = approvals.milestone_claim(actor=agent, run_id=run.pk, kind="draft_ready", title="Draft")
+    plain, _ = milestones.milestone_claim(actor=agent, run_id=run.pk, kind="draft_ready", title="Draft")
     runs.run_stop(actor=agent, run_id=run.pk, reason="completed")
-    approvals.milestone_review(actor=person, milestone_id=plain.pk, action="approve")
+    milestones.milestone_review(actor=person, milestone_id=plain.pk, action="approve")
     assert events("milestone", plain.pk)[-1] == ("approve", "withdrawn", "approved")
     assert Milestone.objects.get(pk=plain.pk).review_status == R.APPROVED
 
@@ -237,8 +237,8 @@ def test_a_withdrawn_milestone_can_still_be_reviewed(agent, person):
 def test_restore_expires_pending_approvals_and_gate_milestones(agent, person):
     mission, run = new_run(agent)
     first = records.checkpoint_create(actor=agent, run_id=run.pk, agent_state={"step": 1})[0]
-    plain, _ = approvals.milestone_claim(actor=agent, run_id=run.pk, kind="research_complete", title="Research")
-    gate, _ = approvals.milestone_claim(actor=agent, run_id=run.pk, kind="plan_approved", title="Plan", gate=True)
+    plain, _ = milestones.milestone_claim(actor=agent, run_id=run.pk, kind="research_complete", title="Research")
+    gate, _ = milestones.milestone_claim(actor=agent, run_id=run.pk, kind="plan_approved", title="Plan", gate=True)
     missions.mission_restore(actor=person, mission_id=mission.pk, checkpoint_id=first.pk)
     gate.refresh_from_db()
     plain.refresh_from_db()
@@ -264,10 +264,10 @@ def test_restore_expires_a_pending_approval_with_its_audit_event(agent, person):
 
 def test_awaiting_review_leaves_out_reviewed_and_withdrawn_milestones(agent, person):
     mission, run = new_run(agent)
-    plain, _ = approvals.milestone_claim(actor=agent, run_id=run.pk, kind="research_complete", title="Research")
-    done, _ = approvals.milestone_claim(actor=agent, run_id=run.pk, kind="draft_ready", title="Draft")
-    approvals.milestone_review(actor=person, milestone_id=done.pk, action="approve")
-    gate, _ = approvals.milestone_claim(actor=agent, run_id=run.pk, kind="plan_approved", title="Plan", gate=True)
+    plain, _ = milestones.milestone_claim(actor=agent, run_id=run.pk, kind="research_complete", title="Research")
+    done, _ = milestones.milestone_claim(actor=agent, run_id=run.pk, kind="draft_ready", title="Draft")
+    milestones.milestone_review(actor=person, milestone_id=done.pk, action="approve")
+    gate, _ = milestones.milestone_claim(actor=agent, run_id=run.pk, kind="plan_approved", title="Plan", gate=True)
     assert set(mission.milestones.awaiting_review()) == {plain, gate}
     assert list(mission.milestones.gates_awaiting_review()) == [gate]
     missions.mission_cancel(actor=person, mission_id=mission.pk)

@@ -25,7 +25,7 @@ from config.cache import PER_PROCESS_BACKEND, cache_settings, per_process_cache_
 from quests.services import throttle
 from quests.services.tokens import token_create
 from tests.conftest import ApiClient
-from tests.test_celery_worker import database_url, free_port
+from tests.processes import database_url, free_port
 from tests.test_serve import ROOT, SERVER_SECRET_KEY, serve, servers  # noqa: F401
 
 pytestmark = pytest.mark.django_db

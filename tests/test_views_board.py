@@ -7,8 +7,8 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from quests.models import Mission
-from quests.selectors import BOARD_PAGE_SIZE
-from quests.services import missions
+from quests.selectors.board import BOARD_PAGE_SIZE
+from quests.services import milestones, missions
 from tests.builders import agent_for, fast_password_hashing, new_mission, opening_tag, person, running, waiting_on_approval, waiting_on_gate  # noqa: F401
 
 pytestmark = pytest.mark.django_db
@@ -50,12 +50,11 @@ def test_it_shows_a_blocked_quest_with_its_retry_time(alice_client, alice, setti
 
 
 def test_progress_and_badges_come_from_approved_milestones_only(alice_client, alice):
-    from quests.services import approvals
 
     mission, milestone = waiting_on_gate(alice)
     body = alice_client.get("/").content.decode()
     assert "0 of 2 milestones approved" in body
-    approvals.milestone_review(actor=person(alice), milestone_id=milestone.pk, action="approve")
+    milestones.milestone_review(actor=person(alice), milestone_id=milestone.pk, action="approve")
     body = alice_client.get("/").content.decode()
     assert "1 of 2 milestones approved" in body
     assert "★</span> Venues shortlisted" in body
@@ -143,7 +142,7 @@ def test_it_polls_on_the_mission_pages_rule_quickly_while_one_runs_slowly_while_
 
 
 def test_a_poll_with_nothing_new_answers_204_and_a_change_answers_the_list(alice_client, alice):
-    from quests.selectors import board_version
+    from quests.selectors.board import board_version
 
     mission, run = running(alice)
     version = board_version(alice)
@@ -224,7 +223,7 @@ def poll(client, version: str, query: str = ""):
 def test_a_save_state_change_of_a_quest_on_the_page_answers_the_poll(alice_client, alice):
     """A record changes a quest's save state without a status change (no updated_at): the card
     may show something new, so the poll answers the list."""
-    from quests.selectors import board_version
+    from quests.selectors.board import board_version
     from quests.services import records
 
     mission, run = running(alice, "Shown quest")
@@ -234,7 +233,7 @@ def test_a_save_state_change_of_a_quest_on_the_page_answers_the_poll(alice_clien
 
 
 def test_a_save_state_change_of_a_quest_on_another_page_keeps_the_poll_quiet(alice_client, alice):
-    from quests.selectors import board_version
+    from quests.selectors.board import board_version
     from quests.services import records
 
     mission, run = running(alice, "Oldest activity")  # then pushed to page 2 by newer quests
@@ -251,7 +250,7 @@ def test_a_save_state_change_of_a_quest_on_another_page_keeps_the_poll_quiet(ali
 
 
 def test_the_version_the_page_carries_is_the_one_its_poll_compares(alice_client, alice):
-    from quests.selectors import board, board_version
+    from quests.selectors.board import board, board_version
 
     running(alice, "Flight")
     make_quests(alice, 3, title="Train")

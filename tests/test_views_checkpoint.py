@@ -3,8 +3,8 @@
 import pytest
 
 from checkpoints.models import Checkpoint
+from quests.selectors.compare import ADDED, CHANGED, REMOVED, diff
 from quests.services import records
-from quests.statediff import ADDED, CHANGED, REMOVED, diff
 from tests.builders import agent_for, fast_password_hashing, running, verified_then_more_work  # noqa: F401
 
 pytestmark = pytest.mark.django_db

@@ -8,7 +8,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from quests.models import Approval, Constraint, Milestone
-from quests.selectors_people import INBOX_PAGE_SIZE
+from quests.selectors.people import INBOX_PAGE_SIZE
 from quests.services import approvals
 from tests.builders import agent_for, fast_password_hashing, person, waiting_on_approval, waiting_on_gate  # noqa: F401
 

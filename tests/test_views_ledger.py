@@ -7,7 +7,7 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from quests.selectors_ledger import LEDGER_PAGE_SIZE, LEDGER_SHOWN
+from quests.selectors.ledger import LEDGER_PAGE_SIZE, LEDGER_SHOWN
 from tests.builders import fast_password_hashing, ledger_of, new_mission, running  # noqa: F401
 
 pytestmark = pytest.mark.django_db

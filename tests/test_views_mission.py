@@ -197,7 +197,7 @@ def test_restore_to_another_missions_checkpoint_is_refused(alice_client, alice):
 
 
 def test_it_polls_while_running_and_answers_204_when_nothing_changed(alice_client, alice):
-    from quests.selectors import mission_version
+    from quests.selectors.board import mission_version
 
     mission, _ = running(alice)
     body = mission_html(alice_client, mission)

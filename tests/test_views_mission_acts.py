@@ -3,7 +3,7 @@ edit's before and after) and in the decided approvals; background snapshots fold
 
 import pytest
 
-from quests.services import approvals, records
+from quests.services import approvals, milestones, records
 from tests.builders import agent_for, fast_password_hashing, person, running, waiting_on_approval, waiting_on_gate  # noqa: F401
 
 pytestmark = pytest.mark.django_db
@@ -34,7 +34,7 @@ def test_the_timeline_shows_a_rejection_its_undoing_and_a_review(alice_client, a
     assert body.index("Took back the decision") < body.index("Rejected “deploy")  # newest first
 
     other, milestone = waiting_on_gate(alice, agent=agent)
-    approvals.milestone_review(actor=person(alice), milestone_id=milestone.pk, action="correct", note="Step-free access only")
+    milestones.milestone_review(actor=person(alice), milestone_id=milestone.pk, action="correct", note="Step-free access only")
     body = alice_client.get(f"/missions/{other.pk}/").content.decode()
     assert "Corrected the milestone “Venues shortlisted”" in body and "“Step-free access only”" in body
 

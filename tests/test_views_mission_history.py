@@ -7,9 +7,9 @@ import re
 import pytest
 
 from checkpoints.models import Checkpoint
-from quests.checkpoint_tree import OVERVIEW_BUCKETS, TREE_REACH, branch_runs, off_branch_ranges, on_branch
 from quests.models import Approval
-from quests.selectors_mission import DECIDED_SHOWN, TIMELINE_SIZE
+from quests.selectors.mission import DECIDED_SHOWN, TIMELINE_SIZE
+from quests.selectors.tree import OVERVIEW_BUCKETS, TREE_REACH, branch_runs, off_branch_ranges, on_branch
 from quests.services import records
 from tests.builders import (  # noqa: F401
     agent_for,

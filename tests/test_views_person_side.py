@@ -12,7 +12,7 @@ from django.utils import timezone
 from quests import limits
 from quests.api import api
 from quests.models import Approval, ApprovalStatus, Constraint, ConstraintSource, PersonSettings
-from quests.services import approvals, memory, missions
+from quests.services import approvals, memory, milestones, missions
 from quests.services.errors import Conflict, InvalidInput
 from quests.services.preferences import SESSION_TIME_ZONE
 from quests.templatetags.questlog import when
@@ -73,7 +73,7 @@ def test_approving_a_milestone_with_text_makes_the_text_a_constraint(alice_clien
 
 def test_approving_without_text_adds_no_constraint(alice):
     mission, milestone = waiting_on_gate(alice)
-    approvals.milestone_review(actor=person(alice), milestone_id=milestone.pk, action="approve", note="  ")
+    milestones.milestone_review(actor=person(alice), milestone_id=milestone.pk, action="approve", note="  ")
     assert not Constraint.objects.filter(mission=mission, source=ConstraintSource.CORRECTION).exists()
 
 
@@ -93,10 +93,10 @@ def test_a_correction_longer_than_a_constraint_is_refused_so_every_constraint_ca
     assert response.status_code == 422
     assert f"at most {limits.REVIEW_NOTE:,} characters" in response.content.decode()
     with pytest.raises(InvalidInput):
-        approvals.milestone_review(actor=person(alice), milestone_id=milestone.pk, action="correct", note=too_long)
+        milestones.milestone_review(actor=person(alice), milestone_id=milestone.pk, action="correct", note=too_long)
     assert not Constraint.objects.filter(mission=mission, source=ConstraintSource.CORRECTION).exists()
     at_limit = "y" * limits.CONSTRAINT_TEXT
-    approvals.milestone_review(actor=person(alice), milestone_id=milestone.pk, action="correct", note=at_limit)
+    milestones.milestone_review(actor=person(alice), milestone_id=milestone.pk, action="correct", note=at_limit)
     constraint = Constraint.objects.get(mission=mission, source=ConstraintSource.CORRECTION)
     edited = alice_client.post(f"/missions/{mission.pk}/constraints/{constraint.pk}/edit/", {"text": at_limit[:-1] + "z"})
     assert edited.status_code == 302
@@ -152,7 +152,7 @@ def test_a_quest_waiting_on_a_gate_names_the_review_in_its_status_and_its_approv
 def test_the_inbox_puts_what_blocks_an_agent_first_then_the_nearest_deadline_then_the_oldest(alice_client, alice):
     agent = agent_for(alice)
     quiet, run = running(alice, "Not blocking", agent=agent)
-    non_gate, _ = approvals.milestone_claim(actor=agent, run_id=run.pk, kind="custom", title="A note of progress", gate=False)
+    non_gate, _ = milestones.milestone_claim(actor=agent, run_id=run.pk, kind="custom", title="A note of progress", gate=False)
     _, old_gate = waiting_on_gate(alice, "Old gate", agent=agent)
     _, late = waiting_on_approval(alice, "Late deadline", action="send late", agent=agent)
     _, soon = waiting_on_approval(alice, "Soon deadline", action="send soon", agent=agent)
@@ -166,7 +166,7 @@ def test_the_inbox_puts_what_blocks_an_agent_first_then_the_nearest_deadline_the
 def test_a_pending_plan_milestone_is_not_badged_approved(alice_client, alice):
     agent = agent_for(alice)
     mission, run = running(alice, agent=agent)
-    approvals.milestone_claim(actor=agent, run_id=run.pk, kind="plan_approved", title="The plan", gate=True)
+    milestones.milestone_claim(actor=agent, run_id=run.pk, kind="plan_approved", title="The plan", gate=True)
     body = alice_client.get(f"/missions/{mission.pk}/").content.decode()
     assert '<span class="badge kind">Plan</span>' in body and "Plan approved" not in body
 

@@ -6,7 +6,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from checkpoints.models import Checkpoint
-from quests.services import approvals, records, runs
+from quests.services import milestones, records, runs
 from quests.services.tokens import token_create
 from tests.builders import (  # noqa: F401
     agent_for,
@@ -44,7 +44,7 @@ def many_missions(user, count: int) -> None:
         elif kind == 1:
             mission, milestone = waiting_on_gate(user, f"Quest {i}", agent=agent)
             if i % 8 == 1:
-                approvals.milestone_review(actor=person(user), milestone_id=milestone.pk, action="approve")
+                milestones.milestone_review(actor=person(user), milestone_id=milestone.pk, action="approve")
         elif kind == 2:
             running(user, f"Quest {i}", agent=agent)
         else:
@@ -84,9 +84,11 @@ def test_the_mission_page_makes_the_same_queries_for_1_and_200_milestones_and_ch
     def grow(n: int, start: int) -> None:
         for i in range(start, start + n):
             decision, _ = records.record_create(actor=agent, run_id=run.pk, kind="decision", text=f"Decision {i}")
-            milestone, _ = approvals.milestone_claim(actor=agent, run_id=run.pk, kind="custom", title=f"Step {i}", evidence=[decision.pk], agent_state={"i": i})
+            milestone, _ = milestones.milestone_claim(
+                actor=agent, run_id=run.pk, kind="custom", title=f"Step {i}", evidence=[decision.pk], agent_state={"i": i}
+            )
             if i % 2:
-                approvals.milestone_review(actor=person(alice), milestone_id=milestone.pk, action="approve")
+                milestones.milestone_review(actor=person(alice), milestone_id=milestone.pk, action="approve")
 
     grow(1, 0)
     with django_assert_max_num_queries(MAX_QUERIES["mission"]):

@@ -85,15 +85,19 @@ def test_the_staff_page_shows_policy_expiring_holds_and_log(staff, agent, alice,
     assert "dry run" in html and "user:sam" in html
 
 
+# A policy form that is valid as a whole: a test changes the one field it is about.
+GOOD_POLICY = {
+    "grace_days": "7",
+    "approved_max_days": "730",
+    "memory_max_days": "180",
+    "snapshot_prune_days": "3",
+    "snapshot_keep_newest": "5",
+    "purge_batch_size": "50",
+}
+
+
 def test_staff_change_the_policy_with_an_audit_event(staff):
-    data = {
-        "grace_days": "7",
-        "approved_max_days": "730",
-        "memory_max_days": "180",
-        "snapshot_prune_days": "3",
-        "snapshot_keep_newest": "5",
-        "purge_batch_size": "50",
-    }
+    data = dict(GOOD_POLICY)
     r = staff.post("/staff/retention/policy/", data)
     assert r.status_code == 302
     policy = RetentionPolicy.current()
@@ -105,15 +109,7 @@ def test_staff_change_the_policy_with_an_audit_event(staff):
 
 @pytest.mark.parametrize("field,value", [("grace_days", "-1"), ("purge_batch_size", "0"), ("memory_max_days", "lots")])
 def test_a_bad_policy_value_is_a_form_error(staff, field, value):
-    data = {
-        "grace_days": "7",
-        "approved_max_days": "730",
-        "memory_max_days": "180",
-        "snapshot_prune_days": "3",
-        "snapshot_keep_newest": "5",
-        "purge_batch_size": "50",
-        field: value,
-    }
+    data = {**GOOD_POLICY, field: value}
     r = staff.post("/staff/retention/policy/", data)
     assert r.status_code == 422
     assert r.context["policy_form"].errors[field]
@@ -170,14 +166,7 @@ def test_staff_can_run_a_dry_run_and_a_purge(staff, agent):
 
 def test_a_policy_change_writes_a_new_version_and_keeps_the_old_one_as_history(staff):
     first = RetentionPolicy.current()
-    data = {
-        "grace_days": "7",
-        "approved_max_days": "730",
-        "memory_max_days": "180",
-        "snapshot_prune_days": "3",
-        "snapshot_keep_newest": "5",
-        "purge_batch_size": "50",
-    }
+    data = dict(GOOD_POLICY)
     staff.post("/staff/retention/policy/", data)
     staff.post("/staff/retention/policy/", {**data, "grace_days": "9"})
 

@@ -11,7 +11,7 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from quests.models import AgentToken, Mission, MissionStatus
-from quests.selectors import TOKENS_PAGE_SIZE
+from quests.selectors.people import TOKENS_PAGE_SIZE
 from quests.services.tokens import token_authenticate, token_create
 from tests.builders import fast_password_hashing, new_mission  # noqa: F401
 

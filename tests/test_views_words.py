@@ -5,7 +5,7 @@ field names, in the checkpoint diff."""
 import pytest
 
 from checkpoints.models import Checkpoint
-from quests.services import approvals, records
+from quests.services import milestones, records
 from quests.templatetags.questlog import readable, words
 from tests.builders import agent_for, fast_password_hashing, person, running, waiting_on_gate  # noqa: F401
 
@@ -22,9 +22,9 @@ def test_field_names_and_status_values_read_as_words():
 def test_the_checkpoint_diff_shows_peoples_words(client, alice):
     agent = agent_for(alice)
     mission, run = running(alice, agent=agent)
-    milestone, _ = approvals.milestone_claim(actor=agent, run_id=run.pk, kind="custom", title="Draft", agent_state={"step": 1})
+    milestone, _ = milestones.milestone_claim(actor=agent, run_id=run.pk, kind="custom", title="Draft", agent_state={"step": 1})
     records.checkpoint_create(actor=agent, run_id=run.pk, agent_state={"step": 2})
-    approvals.milestone_review(actor=person(alice), milestone_id=milestone.pk, action="approve")
+    milestones.milestone_review(actor=person(alice), milestone_id=milestone.pk, action="approve")
     records.checkpoint_create(actor=agent, run_id=run.pk, agent_state={"step": 3})
     client.force_login(alice)
     latest = Checkpoint.objects.filter(mission=mission).latest("seq")

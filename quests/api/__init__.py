@@ -1,6 +1,7 @@
 """The agent API (API.md), built with django-ninja. Endpoints are thin: they validate the body,
 call one service, and shape the answer."""
 
+import copy
 from typing import Any
 
 from django.db.utils import InterfaceError, OperationalError
@@ -11,10 +12,10 @@ from ninja.errors import AuthenticationError, HttpError, ValidationError
 from ninja.parser import Parser
 
 from quests import storable
-from quests.api.auth import AgentTokenAuth, PersonSessionAuth
+from quests.api.auth import AgentTokenAuth, PersonSessionAuth, refused_before_the_service
 from quests.api.schemas import JSON_QUERY_CONTENT, JSON_QUERY_MARKER, JSON_VALUE, JSON_VALUE_MARKER, JSON_VALUE_REF
 from quests.middleware import RequestDeadlineExceeded
-from quests.services.errors import InvalidInput, ServiceError
+from quests.services.errors import InvalidInput, ServiceError, Unauthenticated
 
 
 class StorableJsonParser(Parser):
@@ -42,13 +43,31 @@ class StorableJsonParser(Parser):
 
 
 class QuestlogAPI(NinjaAPI):
+    def on_exception(self, request: HttpRequest, exc: Any) -> HttpResponse:
+        # A body refused before a service that authenticates its token could: the token is
+        # authenticated now, so that an invalid one is still 401 whatever the body.
+        answered: Any = exc
+        try:
+            if refused_before_the_service(request):
+                answered = AuthenticationError()
+        except ServiceError as over_the_rate:
+            answered = over_the_rate
+        return super().on_exception(request, answered)
+
     def get_openapi_schema(self, *args: Any, **kwargs: Any):
-        schema = super().get_openapi_schema(*args, **kwargs)
-        # Referenced by every free-form object of a request body (quests.api.schemas.JsonObject).
-        schema["components"].setdefault("schemas", {})["JsonValue"] = JSON_VALUE
-        _replace_markers(schema)
-        _json_query_parameters(schema)
-        return schema
+        # The document depends only on the code, yet building it takes seconds (pydantic builds a
+        # JSON schema per model): built once per process and prefix, and copied for each caller,
+        # so the docs page and a client that polls it cost a copy, not a build.
+        key = repr((args, sorted(kwargs.items())))
+        built = self.__dict__.setdefault("_openapi_built", {})
+        if key not in built:
+            schema = super().get_openapi_schema(*args, **kwargs)
+            # Referenced by every free-form object of a request body (quests.api.schemas.JsonObject).
+            schema["components"].setdefault("schemas", {})["JsonValue"] = JSON_VALUE
+            _replace_markers(schema)
+            _json_query_parameters(schema)
+            built[key] = schema
+        return copy.deepcopy(built[key])
 
 
 def _json_query_parameters(schema: dict[str, Any]) -> None:
@@ -152,7 +171,8 @@ def _field_path(loc: tuple[Any, ...]) -> list[str]:
 
 
 @api.exception_handler(AuthenticationError)
-def on_unauthenticated(request: HttpRequest, exc: AuthenticationError) -> HttpResponse:
+@api.exception_handler(Unauthenticated)
+def on_unauthenticated(request: HttpRequest, exc: Exception) -> HttpResponse:
     return error_response(401, "unauthenticated", "Send a valid agent token (Authorization: Bearer …) or sign in.")
 
 

@@ -6,7 +6,7 @@ from ninja import Query, Router, Schema, Status
 
 from checkpoints.models import Checkpoint
 from checkpoints.services import checkpoint_documents
-from quests.api.auth import actor
+from quests.api.auth import actor, authenticated_by_service
 from quests.api.responses import ACT, BODY, READ, answers, created_or_replayed
 from quests.api.schemas import (
     ApprovalBatchIn,
@@ -43,7 +43,7 @@ from quests.schemas import (
     RunOut,
     RunStartOut,
 )
-from quests.services import approvals, memory, missions, operations, records, runs
+from quests.services import approvals, memory, milestones, missions, operations, records, runs
 from quests.services.access import get_for, visible
 from quests.services.bundle import bundle_schema
 from quests.services.errors import PayloadTooLarge
@@ -135,7 +135,9 @@ def heartbeat(request: HttpRequest, run_id: int):
 
 @router.post("/runs/{int:run_id}/checkpoints", response=answers(created_or_replayed(CheckpointOut), *CREATE))
 def create_checkpoint(request: HttpRequest, run_id: int, body: CheckpointIn):
-    checkpoint, replayed = records.checkpoint_create(actor=actor(request), run_id=run_id, agent_state=body.agent_state, note=body.note or "", key=body.key)
+    checkpoint, replayed = records.checkpoint_create(
+        actor=authenticated_by_service(request), run_id=run_id, agent_state=body.agent_state, note=body.note or "", key=body.key
+    )
     return created(checkpoint, replayed)
 
 
@@ -218,7 +220,7 @@ def request_approvals(request: HttpRequest, run_id: int, body: ApprovalBatchIn):
 
 @router.post("/runs/{int:run_id}/milestones", response=answers(created_or_replayed(MilestoneOut), *CREATE))
 def claim_milestone(request: HttpRequest, run_id: int, body: MilestoneIn):
-    milestone, replayed = approvals.milestone_claim(
+    milestone, replayed = milestones.milestone_claim(
         actor=actor(request),
         run_id=run_id,
         kind=body.kind,

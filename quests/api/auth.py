@@ -1,13 +1,15 @@
 import re
+from dataclasses import dataclass
 from typing import cast
 
 from django.http import HttpRequest
 from ninja.errors import AuthenticationError
 from ninja.security import HttpBearer, SessionAuth
 
+from quests.engine.writes import Credentials
 from quests.services import throttle
 from quests.services.audit import Actor
-from quests.services.tokens import token_authenticate
+from quests.services.tokens import hash_token, token_authenticate
 
 # An operation's receipts: counted against the token's rate but never refused (see throttle).
 _RECEIPT_PATH = re.compile(r"^/api/v1/operations/[^/]+/(complete|fail|observe)/?$")
@@ -29,6 +31,13 @@ class AgentTokenAuth(HttpBearer):
         return result
 
     def authenticate(self, request: HttpRequest, token: str):
+        if request.method == "POST" and getattr(request.resolver_match, "url_name", None) in SERVICE_AUTHENTICATED:
+            # Its service authenticates the token in its own first statement (and counts the
+            # request then): here only its hash is handed on.
+            return BearerToken(raw=token, credentials=Credentials(token_hash=hash_token(token)))
+        return self.authenticate_now(request, token)
+
+    def authenticate_now(self, request: HttpRequest, token: str):
         agent_token = token_authenticate(token)
         if agent_token is None:
             return None
@@ -38,6 +47,41 @@ class AgentTokenAuth(HttpBearer):
         throttle.api_request_count(agent_token.token_hash, receipt=bool(_RECEIPT_PATH.match(request.path)))
         cast(ActorRequest, request).actor = Actor(user=agent_token.user, token=agent_token)
         return agent_token
+
+
+# The agent's hottest writes, whose services authenticate an agent token in their own first
+# statement (quests.engine.writes.Credentials): by their views' names.
+SERVICE_AUTHENTICATED = frozenset({"create_checkpoint"})
+
+
+@dataclass
+class BearerToken:
+    """An agent token handed on unchecked to a service that authenticates it (`credentials`)."""
+
+    raw: str
+    credentials: Credentials
+    handed_on: bool = False
+
+
+def authenticated_by_service(request: HttpRequest) -> Actor | Credentials:
+    """Who the view's service acts for: a person's session, or the agent token it authenticates."""
+    auth = getattr(request, "auth", None)
+    if isinstance(auth, BearerToken):
+        auth.handed_on = True
+        return auth.credentials
+    return actor(request)
+
+
+def refused_before_the_service(request: HttpRequest) -> bool:
+    """For a request refused before its view handed its token on (a body that is not JSON, or
+    not valid): authenticate the token now, as any other endpoint did before reading the body.
+    True when it is not valid (the answer is then 401, whatever the body); a valid one is
+    counted against its rate (RateLimited past it)."""
+    auth = getattr(request, "auth", None)
+    if not isinstance(auth, BearerToken) or auth.handed_on:
+        return False
+    auth.handed_on = True
+    return AgentTokenAuth().authenticate_now(request, auth.raw) is None
 
 
 class PersonSessionAuth(SessionAuth):

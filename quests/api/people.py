@@ -16,7 +16,7 @@ from quests.schemas import (
     RestoreOut,
     StandingDecisionOut,
 )
-from quests.services import approvals, memory, missions, standing
+from quests.services import approvals, memory, milestones, missions, standing
 
 router = Router(tags=["people"])
 # Every route here acts on an object by id, whose current state may not allow the action.
@@ -38,7 +38,7 @@ def decide_approval(request: HttpRequest, approval_id: int, body: DecisionIn):
 
 @router.post("/milestones/{int:milestone_id}/review", response=answers(MilestoneOut, *DECIDE))
 def review_milestone(request: HttpRequest, milestone_id: int, body: ReviewIn):
-    return approvals.milestone_review(actor=actor(request), milestone_id=milestone_id, action=body.action, note=body.note)
+    return milestones.milestone_review(actor=actor(request), milestone_id=milestone_id, action=body.action, note=body.note)
 
 
 @router.post("/missions/{int:mission_id}/pause", response=answers(MissionOut, *ACT_ON))

@@ -40,9 +40,14 @@ def bound(params: Mapping[str, Any]) -> dict[str, Any]:
     return {name: _adapt(value) for name, value in params.items()}
 
 
+def json_text(value: Any) -> str:
+    """JSON as the engine binds it: compact, unescaped text (PostgreSQL casts it where it is jsonb)."""
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
 def _adapt(value: Any) -> Any:
     if isinstance(value, dict):
-        return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+        return json_text(value)
     if isinstance(value, datetime) and not is_postgresql():
         return connection.ops.adapt_datetimefield_value(value)
     return value
@@ -73,17 +78,36 @@ def steps(statements: Iterable[tuple[str, Mapping[str, Any]]]) -> list[tuple[lis
     return results
 
 
+def fetch_each_named(statements: Iterable[tuple[str, Mapping[str, Any]]]) -> list[list[dict[str, Any]]]:
+    """Several reads one after the other (SQLite's form of a PostgreSQL one-statement read): each
+    one's rows as dicts."""
+    results = []
+    with cursor() as c:
+        for statement, params in statements:
+            c.execute(statement, bound(params))
+            names = [column[0] for column in c.description]
+            results.append([dict(zip(names, row)) for row in c.fetchall()])
+    return results
+
+
 def model_from_row(model: type[M], values: Sequence[Any]) -> M:
     """An instance of `model` from its columns in field order, converted as Django converts them
     when it reads the model (JSON decoded, SQLite's times parsed)."""
     fields = model._meta.concrete_fields
-    converted = []
-    for field, value in zip(fields, values):
-        expression = field.get_col(model._meta.db_table)
-        for converter in connection.ops.get_db_converters(expression) + expression.get_db_converters(connection):
-            value = converter(value, expression, connection)
-        converted.append(value)
+    converted = [_converted(model, field, value) for field, value in zip(fields, values)]
     return model.from_db(connection.alias, [f.attname for f in fields], converted)
+
+
+def field_value(model: type[Model], name: str, value: Any) -> Any:
+    """One column of `model` read outside an instance, converted as Django converts it."""
+    return _converted(model, model._meta.get_field(name), value)
+
+
+def _converted(model: type[Model], field: Any, value: Any) -> Any:
+    expression = field.get_col(model._meta.db_table)
+    for converter in connection.ops.get_db_converters(expression) + expression.get_db_converters(connection):
+        value = converter(value, expression, connection)
+    return value
 
 
 def json_value(value: Any) -> Any:

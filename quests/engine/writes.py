@@ -1,15 +1,16 @@
 """The engine's named operations on a run and its checkpoints. Each is one round trip on
 PostgreSQL; the caller holds Django's transaction (`transaction.atomic`)."""
 
-import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 from checkpoints import refmaps
 from checkpoints.pruning import BLOB_GC_LOCK
-from quests.engine import runner, sql
-from quests.models import Mission, Run
+from quests.engine import runner
+from quests.engine.sql import runs as runs_sql
+from quests.models import AgentToken, Mission, Run
 
 _RUN_WIDTH = len(Run._meta.concrete_fields)
 _MISSION_WIDTH = len(Mission._meta.concrete_fields)
@@ -72,10 +73,77 @@ def lock_run(caller: Caller, run_id: int, key: Key | None = None) -> Locked | No
         "key_suffix": key.suffix if key else "",
         "blob_gc_lock": BLOB_GC_LOCK,
     }
-    rows = runner.fetch(sql.LOCK_RUN_PG if runner.is_postgresql() else sql.LOCK_RUN_SQLITE, params)
+    rows = runner.fetch(runs_sql.LOCK_RUN_PG if runner.is_postgresql() else runs_sql.LOCK_RUN_SQLITE, params)
+    return _locked(rows[0]) if rows else None
+
+
+@dataclass(frozen=True)
+class Credentials:
+    """An agent token as its bearer sent it, by its hash: the engine's first statement authenticates it."""
+
+    token_hash: str
+
+
+@dataclass(frozen=True)
+class Claim:
+    """What the agent checkpoint's fast path read without a lock, for its write's compare-and-set:
+    the mission row's fingerprint as read and the id the checkpoint gets (and the token whose last
+    use the write notes, if due)."""
+
+    mission_seen: str
+    checkpoint_id: int
+    used_token_id: int | None = None
+
+
+@dataclass
+class Seen:
+    """What `checkpoint_read` read: who called, and (when the caller may see the run) the same as
+    `lock_run` reads, without the lock, with the `claim` for the write (PostgreSQL only)."""
+
+    caller: Caller
+    token_id: int | None
+    token_last_used_at: datetime | None
+    locked: Locked | None
+    claim: Claim | None
+
+
+def checkpoint_read(who: Caller | Credentials, run_id: int, key: Key) -> Seen | None:
+    """Round trip 1 of the agent's checkpoint: authenticate, read the run, its mission, the head's
+    parts and the key's earlier answer, and allocate the checkpoint's id; None when the token is
+    not valid."""
+    credentials = who if isinstance(who, Credentials) else None
+    caller = who if isinstance(who, Caller) else Caller(user_id=0)
+    params = {
+        "token_hash": credentials.token_hash if credentials else None,
+        "user_id": caller.user_id,
+        "token_mission_id": caller.token_mission_id,
+        "run_id": run_id,
+        "key": key.key,
+        "key_suffix": key.suffix,
+    }
+    rows = runner.fetch(runs_sql.CHECKPOINT_READ_PG if runner.is_postgresql() else runs_sql.CHECKPOINT_READ_SQLITE, params)
     if not rows:
         return None
-    row = rows[0]
+    (user_id, token_id, token_mission_id, last_used_at), row = rows[0][:4], rows[0][4:]
+    seen = Seen(
+        caller=Caller(user_id=user_id, token_mission_id=token_mission_id),
+        token_id=token_id,
+        token_last_used_at=runner.field_value(AgentToken, "last_used_at", last_used_at),
+        locked=None,
+        claim=None,
+    )
+    if row[0] is None:
+        return seen
+    seen.locked = _locked(row)
+    mission_seen, checkpoint_id = row[_RUN_WIDTH + _MISSION_WIDTH + 6 :]
+    if checkpoint_id is not None:
+        seen.claim = Claim(mission_seen=mission_seen, checkpoint_id=checkpoint_id)
+    return seen
+
+
+def _locked(row: Sequence[Any]) -> Locked:
+    """The run, its mission, the head's parts and the key's earlier answer, from a row that holds
+    them in that order (`runs_sql.LOCK_RUN_PG`, `runs_sql.CHECKPOINT_READ_PG`)."""
     run = runner.model_from_row(Run, row[:_RUN_WIDTH])
     mission = runner.model_from_row(Mission, row[_RUN_WIDTH : _RUN_WIDTH + _MISSION_WIDTH])
     head_id, head_parts, head_base, head_delta, replay_id, replay_hash = row[_RUN_WIDTH + _MISSION_WIDTH : _RUN_WIDTH + _MISSION_WIDTH + 6]
@@ -122,9 +190,13 @@ class Written:
     created_at: datetime
 
 
-def checkpoint_write(row: CheckpointRow, *, beat_run_id: int | None = None, key: Key | None = None, key_owner_id: int | None = None) -> Written:
+def checkpoint_write(
+    row: CheckpointRow, *, beat_run_id: int | None = None, key: Key | None = None, key_owner_id: int | None = None, claim: Claim | None = None
+) -> Written | None:
     """Store the checkpoint's new blobs and its row, remember the key that made it, beat the run,
-    and move the mission's head to it: one statement on PostgreSQL."""
+    and move the mission's head to it: one statement on PostgreSQL. With a `claim` (PostgreSQL,
+    in autocommit, no lock held) only if the mission row is still the one read: None when it
+    moved, and nothing is written."""
     now = runner.now()
     params: dict[str, Any] = {
         "now": now,
@@ -138,13 +210,13 @@ def checkpoint_write(row: CheckpointRow, *, beat_run_id: int | None = None, key:
         "note": row.note,
         "state_map_id": refmaps.map_sha(row.state_refs),
         "agent_map_id": row.agent_layout.base,
-        "agent_delta": _json(row.agent_layout.delta),
+        "agent_delta": runner.json_text(row.agent_layout.delta),
         "record_watermark": row.record_watermark,
         "size_bytes": row.size_bytes,
         "agent_state_bytes": row.agent_state_bytes,
-        "compaction_report": _json(row.compaction_report),
-        "mission_state_refs": _json(row.mission_state_refs),
-        "mission_state_report": _json(row.mission_state_report),
+        "compaction_report": runner.json_text(row.compaction_report),
+        "mission_state_refs": runner.json_text(row.mission_state_refs),
+        "mission_state_report": runner.json_text(row.mission_state_report),
         "key": key.key if key else None,
         "key_scope": f"m{row.mission_id}:{key.suffix}" if key else "",
         "request_hash": key.request_hash if key else "",
@@ -157,28 +229,39 @@ def checkpoint_write(row: CheckpointRow, *, beat_run_id: int | None = None, key:
     maps = {params["state_map_id"]: row.state_refs, **row.agent_layout.new_maps}
     if runner.is_postgresql():
         shas = list(contents)
-        (made,) = runner.fetch(
-            sql.CHECKPOINT_WRITE_PG,
+        claimed = (
+            {"blob_gc_lock": BLOB_GC_LOCK, "checkpoint_id": claim.checkpoint_id, "mission_seen": claim.mission_seen, "used_token_id": claim.used_token_id}
+            if claim
+            else {}
+        )
+        rows = runner.fetch(
+            runs_sql.CHECKPOINT_CLAIMED_WRITE_PG if claim else runs_sql.CHECKPOINT_WRITE_PG,
             {
                 **params,
+                **claimed,
                 "blob_shas": shas,
                 "blob_data": [contents[s] for s in shas],
                 "blob_media": [media[s] for s in shas],
                 "counted": list(row.blobs),
                 "map_shas": list(maps),
-                "map_refs": [_json(refs) for refs in maps.values()],
+                "map_refs": [runner.json_text(refs) for refs in maps.values()],
                 "archived_ids": list(previews),
                 "archived_blobs": [p[0] for p in previews.values()],
                 "archived_previews": [p[1] for p in previews.values()],
                 "archived_sizes": [p[2] for p in previews.values()],
             },
         )
-        return Written(id=made[0], new_bytes=made[1], created_at=now)
-    beat, blob, store_map, archive, insert, remember, move = sql.CHECKPOINT_WRITE_SQLITE
+        if not rows:
+            return None
+        ((made_id, new_bytes),) = rows
+        return Written(id=made_id, new_bytes=new_bytes, created_at=now)
+    if claim is not None:
+        raise ValueError("SQLite writes a checkpoint under its database lock: no claim.")
+    beat, blob, store_map, archive, insert, remember, move = runs_sql.CHECKPOINT_WRITE_SQLITE
     stored = runner.steps(
         [(beat, params)]
         + [(blob, {**params, "sha": sha, "data": data, "media_type": media[sha]}) for sha, data in contents.items()]
-        + [(store_map, {"sha": sha, "refs": _json(refs)}) for sha, refs in maps.items()]
+        + [(store_map, {"sha": sha, "refs": runner.json_text(refs)}) for sha, refs in maps.items()]
         + [(archive, {"id": pk, "blob_id": b, "preview": p, "size_bytes": n}) for pk, (b, p, n) in previews.items()]
     )
     new_bytes = sum(len(data) for (_, count), (sha, data) in zip(stored[1:], contents.items()) if count > 0 and sha in row.blobs)
@@ -188,20 +271,16 @@ def checkpoint_write(row: CheckpointRow, *, beat_run_id: int | None = None, key:
     return Written(id=made[0], new_bytes=made[1], created_at=now)
 
 
-def _json(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
-
-
 def heartbeat(caller: Caller, run_id: int) -> tuple[Run | None, bool]:
     """Beat the run if it is still going: (the run, or None if the caller cannot see it; whether it beat)."""
     params = {**caller.params(), "run_id": run_id, "now": runner.now()}
     if runner.is_postgresql():
-        rows = runner.fetch(sql.HEARTBEAT_PG, params)
+        rows = runner.fetch(runs_sql.HEARTBEAT_PG, params)
         if not rows:
             return None, False
         run, beaten = runner.model_from_row(Run, rows[0][:_RUN_WIDTH]), rows[0][_RUN_WIDTH]
     else:
-        (_, count), (rows, _) = runner.steps([(sql.HEARTBEAT_SQLITE[0], params), (sql.HEARTBEAT_SQLITE[1], params)])
+        (_, count), (rows, _) = runner.steps([(runs_sql.HEARTBEAT_SQLITE[0], params), (runs_sql.HEARTBEAT_SQLITE[1], params)])
         if not rows:
             return None, False
         run, beaten = runner.model_from_row(Run, rows[0]), count > 0
@@ -234,7 +313,7 @@ def record_write(row: RecordRow) -> tuple[int, bool, datetime]:
         "mission_id": row.mission_id,
         "kind": row.kind,
         "text": row.text,
-        "data": None if row.data is None else _json(row.data),
+        "data": None if row.data is None else runner.json_text(row.data),
         "blob_id": blob_id,
         "blob_data": blob_data,
         "blob_size": len(blob_data) if blob_data is not None else 0,
@@ -243,9 +322,9 @@ def record_write(row: RecordRow) -> tuple[int, bool, datetime]:
         "archived": row.archived,
     }
     if runner.is_postgresql():
-        ((record_id, resolved),) = runner.fetch(sql.RECORD_WRITE_PG, params)
+        ((record_id, resolved),) = runner.fetch(runs_sql.RECORD_WRITE_PG, params)
         return record_id, resolved > 0, now
-    beat, blob, resolves, insert = sql.RECORD_WRITE_SQLITE
+    beat, blob, resolves, insert = runs_sql.RECORD_WRITE_SQLITE
     *_, (_, resolved), ((made,), _) = runner.steps([(beat, params), (blob, params), (resolves, params), (insert, params)])
     return made[0], resolved > 0, now
 
@@ -276,9 +355,9 @@ def state_save(save: StateSave) -> int | None:
         "now": runner.now(),
         "mission_id": save.mission_id,
         "state_version": save.state_version,
-        "state_refs": _json(save.state_refs),
-        "state_pending": _json(save.state_pending),
-        "state_report": _json(save.state_report),
+        "state_refs": runner.json_text(save.state_refs),
+        "state_pending": runner.json_text(save.state_pending),
+        "state_report": runner.json_text(save.state_report),
         "not_before": save.snapshot_not_before,
         "key": key.key if key else None,
         "key_scope": f"m{save.mission_id}:{key.suffix}" if key else "",
@@ -290,9 +369,9 @@ def state_save(save: StateSave) -> int | None:
     }
     if runner.is_postgresql():
         shas = list(save.parts)
-        rows = runner.fetch(sql.STATE_SAVE_PG, {**params, "part_shas": shas, "part_data": [save.parts[s] for s in shas]})
+        rows = runner.fetch(runs_sql.STATE_SAVE_PG, {**params, "part_shas": shas, "part_data": [save.parts[s] for s in shas]})
     else:
-        resolver, remember, store, saved, ask = sql.STATE_SAVE_SQLITE
+        resolver, remember, store, saved, ask = runs_sql.STATE_SAVE_SQLITE
         chosen = ([(resolver, params)] if save.resolves is not None else []) + ([(remember, params)] if params["key"] else [])
         chosen += [(store, {**params, "sha": sha, "data": data}) for sha, data in save.parts.items()]
         rows = runner.steps([*chosen, (saved, params), (ask, params)])[-1][0]
@@ -302,7 +381,7 @@ def state_save(save: StateSave) -> int | None:
 def lock_mission(caller: Caller, mission_id: int, key: Key | None = None) -> tuple[Mission, tuple[int | None, str | None]] | None:
     """The mission locked, with what `key` already made; None when the caller cannot see it."""
     params = {**caller.params(), "mission_id": mission_id, "key": key.key if key else None, "key_suffix": key.suffix if key else ""}
-    rows = runner.fetch(sql.LOCK_MISSION_PG if runner.is_postgresql() else sql.LOCK_MISSION_SQLITE, params)
+    rows = runner.fetch(runs_sql.LOCK_MISSION_PG if runner.is_postgresql() else runs_sql.LOCK_MISSION_SQLITE, params)
     if not rows:
         return None
     return runner.model_from_row(Mission, rows[0][:_MISSION_WIDTH]), (rows[0][_MISSION_WIDTH], rows[0][_MISSION_WIDTH + 1])
@@ -331,7 +410,7 @@ def run_start(run: Run, mission: Mission, events: list[Any], key: Key | None) ->
     }
     if runner.is_postgresql():
         ((run_id,),) = runner.fetch(
-            sql.RUN_START_PG,
+            runs_sql.RUN_START_PG,
             {
                 **params,
                 "event_entities": [e.entity for e in events],
@@ -339,11 +418,11 @@ def run_start(run: Run, mission: Mission, events: list[Any], key: Key | None) ->
                 "event_actions": [e.action for e in events],
                 "event_from_states": [e.from_state for e in events],
                 "event_to_states": [e.to_state for e in events],
-                "event_data": [_json(e.data) for e in events],
+                "event_data": [runner.json_text(e.data) for e in events],
             },
         )
         return run_id
-    insert, moved, audited, remember = sql.RUN_START_SQLITE
+    insert, moved, audited, remember = runs_sql.RUN_START_SQLITE
     (((made,), _),) = runner.steps([(insert, params)])
     after = {**params, "run_id": made[0]}
     runner.steps(
@@ -358,7 +437,7 @@ def run_start(run: Run, mission: Mission, events: list[Any], key: Key | None) ->
                     "action": e.action,
                     "from_state": e.from_state,
                     "to_state": e.to_state,
-                    "data": _json(e.data),
+                    "data": runner.json_text(e.data),
                 },
             )
             for e in events

@@ -1,5 +1,5 @@
-# Over 400 lines: approvals and milestone reviews share the decision prologue and lock; the split by concern comes with issue 25's layout moves.
-"""Approvals and milestones: the moments a person decides what may happen next."""
+"""Approvals: the moments a person decides whether an action may happen (milestones, the other
+kind of moment, are in quests.services.milestones and share the prologue here)."""
 
 import json
 from datetime import datetime, timedelta
@@ -10,16 +10,16 @@ from django.db import transaction
 from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
-from checkpoints.models import Checkpoint
 from notifications import events as notify
-from quests import limits, statediff
-from quests.models import Approval, ApprovalStatus, AuditEvent, Milestone, MilestoneKind, Mission, MissionStatus, ReviewStatus, Run, StopReason
+from quests import limits
+from quests.models import Approval, ApprovalStatus, AuditEvent, Milestone, Mission, MissionStatus, Run, StopReason
+from quests.selectors import compare
 from quests.services import idempotency, machine
 from quests.services.access import get_for, require_person
-from quests.services.audit import SYSTEM, Actor, audit, audit_event
+from quests.services.audit import SYSTEM, Actor, audit_event
 from quests.services.errors import Conflict, InvalidInput, require_within
 from quests.services.locking import fence, lock_mission, lock_run_for_write
-from quests.services.missions import _pause, constraint_from_correction, has_pending
+from quests.services.missions import has_pending
 from quests.services.runs import run_end
 from quests.services.savestate import take_checkpoint
 from quests.services.snapshots import state_changed
@@ -27,8 +27,6 @@ from quests.services.standing import standing_decision_make, standing_decisions_
 
 # decision -> the status it gives the approval
 DECISIONS = {"approve": ApprovalStatus.APPROVED, "edit": ApprovalStatus.EDITED, "reject": ApprovalStatus.REJECTED}
-# review action -> the review status it gives the milestone (`pause` leaves it pending)
-REVIEWS = {"approve": ReviewStatus.APPROVED, "correct": ReviewStatus.CORRECTED}
 
 
 def settle(mission: Mission, *, actor: Actor) -> None:
@@ -88,22 +86,28 @@ def _request(
         fence(run, mission)
         approvals = _ask(actor, mission, run, items)
         actions = ", ".join(approval.action for approval in approvals)
-        run_end(
-            mission,
-            run,
-            event="await_approval",
-            to=MissionStatus.WAITING_FOR_APPROVAL,
-            stop_reason=StopReason.WAITING_FOR_APPROVAL,
-            detail=f"Waiting for approval to {actions}",
-            actor=actor,
-            checkpoint=False,
-        )
+        wait_for_the_person(mission, run, actor, f"Waiting for approval to {actions}")
         _checkpoint(mission, run, approvals, agent_state)
         # Every question a standing decision answered: nothing waits, the next run may start.
         settle(mission, actor=actor)
         idempotency.remember_keyed(keyed, mission=mission, object_id=approvals[0].pk)
         state_changed(mission, "approval")
         return approvals, False
+
+
+def wait_for_the_person(mission: Mission, run: Run, actor: Actor, detail: str) -> None:
+    """The run stops where it is: the mission waits for a person's answer (an approval or a
+    gated milestone's review), and the next run starts from it."""
+    run_end(
+        mission,
+        run,
+        event="await_approval",
+        to=MissionStatus.WAITING_FOR_APPROVAL,
+        stop_reason=StopReason.WAITING_FOR_APPROVAL,
+        detail=detail,
+        actor=actor,
+        checkpoint=False,
+    )
 
 
 def approvals_add_while_waiting(*, actor: Actor, mission: Mission, items: list[dict[str, Any]]) -> list[Approval]:
@@ -150,7 +154,7 @@ def _checkpoint(mission: Mission, run: Run | None, approvals: list[Approval], ag
         approval.checkpoint = checkpoint
 
 
-def _locked_for_person[T: (Approval, Milestone)](actor: Actor, model: type[T], pk: int) -> tuple[T, Mission]:
+def locked_for_person[T: (Approval, Milestone)](actor: Actor, model: type[T], pk: int) -> tuple[T, Mission]:
     """What a person acts on, with its mission's row locked and itself read again under the lock:
     two people deciding at once are serialised, and the second sees what the first did (409)."""
     require_person(actor)
@@ -164,7 +168,7 @@ def approval_decide(*, actor: Actor, approval_id: int, decision: str, payload: d
     """A person's decision. `always` makes it stand for every request of the same action in this
     mission (the pending ones and those asked later) until revoked; an edit is one call's."""
     with transaction.atomic():
-        approval, mission = _locked_for_person(actor, Approval, approval_id)
+        approval, mission = locked_for_person(actor, Approval, approval_id)
         _require_undecided(approval, mission)
         if decision not in DECISIONS:
             raise InvalidInput("decision must be approve, reject or edit.", field="decision")
@@ -257,7 +261,7 @@ def approval_undo(*, actor: Actor, approval_id: int, now: datetime | None = None
         # A run start locks the same row (runs.run_start): an undo and a run start at once are
         # serialised, and whichever comes second sees what the first did — a run that started
         # (the undo is refused) or a mission waiting for a person again (the start is refused).
-        approval, mission = _locked_for_person(actor, Approval, approval_id)
+        approval, mission = locked_for_person(actor, Approval, approval_id)
         refusal = undo_refusal(approval, mission, by=actor.user, now=now)
         if refusal is not None:
             raise refusal
@@ -303,7 +307,7 @@ def person_act(subject: str, note: str, approval: Approval | None = None, decisi
     if approval is not None and decision == "edit":
         data["changes"] = [
             {"what": change.key, "before": _short(change.old), "after": _short(change.new)}
-            for change in statediff.diff({"payload": approval.payload}, {"payload": approval.decided_payload})[:HISTORY_CHANGES]
+            for change in compare.diff({"payload": approval.payload}, {"payload": approval.decided_payload})[:HISTORY_CHANGES]
         ]
     return data
 
@@ -325,98 +329,3 @@ def approvals_expire_due(now: datetime | None = None) -> int:
             state_changed(mission, "approval")
             count += 1
     return count
-
-
-@idempotency.retried_on_key_race
-def milestone_claim(
-    *,
-    actor: Actor,
-    run_id: int,
-    kind: str,
-    title: str,
-    summary: str = "",
-    evidence: list[int] | None = None,
-    gate: bool = False,
-    agent_state: dict[str, Any] | None = None,
-    key: str | None = None,
-) -> tuple[Milestone, bool]:
-    if kind not in MilestoneKind.values:
-        raise InvalidInput(f"Unknown milestone kind “{kind}”.", field="kind")
-    body = {"kind": kind, "title": title, "summary": summary, "evidence": evidence or [], "gate": gate, "agent_state": agent_state}
-    keyed = idempotency.keyed("milestones", key, body)
-    with transaction.atomic():
-        locked = lock_run_for_write(actor, run_id, keyed)
-        run, mission = locked.run, locked.mission
-        replayed = idempotency.replayed(keyed, locked.replay)
-        if replayed is not None:
-            return Milestone.objects.get(pk=replayed), True
-        fence(run, mission)
-        evidence = evidence or []
-        if evidence and mission.records.filter(pk__in=evidence).count() != len(set(evidence)):
-            raise InvalidInput("Evidence must name records of this mission.", field="evidence")
-        milestone = Milestone.objects.create(mission=mission, run=run, kind=kind, title=title, summary=summary, evidence=evidence, gate=gate)
-        audit(actor=actor, mission=mission, entity="milestone", entity_id=milestone.pk, action="claim", to_state="pending_review", gate=gate)
-        notify.notify_milestone_claimed(mission, milestone)
-        if gate:
-            run_end(
-                mission,
-                run,
-                event="await_approval",
-                to=MissionStatus.WAITING_FOR_APPROVAL,
-                stop_reason=StopReason.WAITING_FOR_APPROVAL,
-                detail=f"Waiting for your review of “{title}”",
-                actor=actor,
-                checkpoint=False,
-            )
-        milestone.checkpoint = take_checkpoint(mission, trigger="milestone", run=run, agent_state=agent_state)
-        milestone.save(update_fields=["checkpoint"])
-        idempotency.remember_keyed(keyed, mission=mission, object_id=milestone.pk)
-        state_changed(mission, "milestone.claimed")
-        return milestone, False
-
-
-def milestone_review(*, actor: Actor, milestone_id: int, action: str, note: str = "") -> Milestone:
-    """Approve (the checkpoint becomes verified), correct (the note becomes a constraint), or pause
-    the mission (the milestone stays pending review). Text sent with Approve becomes a constraint
-    too: approved, with a correction for what comes next."""
-    with transaction.atomic():
-        milestone, mission = _locked_for_person(actor, Milestone, milestone_id)
-        machine.require(milestone, "approve")
-        if action == "pause":
-            _pause(mission, actor=actor)
-            return milestone
-        if action not in REVIEWS:
-            raise InvalidInput("action must be approve, correct or pause.", field="action")
-        correction = (note or "").strip()
-        if action == "correct" and not correction:
-            raise InvalidInput("A correction needs a note: it becomes a constraint the agent must follow.", field="note")
-        # A review's text is always a correction the agent must follow, with Approve too: text that
-        # bound no one would read as if it did.
-        if correction:
-            constraint_from_correction(mission, note=correction, actor=actor)
-        if action == "approve" and milestone.checkpoint_id:
-            _verify(mission, milestone.checkpoint_id)
-        milestone.note = note or ""
-        milestone.reviewed_at = timezone.now()
-        milestone.reviewed_by = actor.user
-        machine.move(
-            milestone,
-            event=action,
-            to=REVIEWS[action],
-            actor=actor,
-            mission=mission,
-            fields=("note", "reviewed_at", "reviewed_by"),
-            **person_act(milestone.title, note),
-        )
-        settle(mission, actor=actor)
-        state_changed(mission, "milestone.reviewed")
-        return milestone
-
-
-def _verify(mission: Mission, checkpoint_id: int) -> None:
-    checkpoint = Checkpoint.objects.get(pk=checkpoint_id)
-    Checkpoint.objects.filter(pk=checkpoint_id).update(verified=True, verified_at=timezone.now())
-    current = mission.last_verified_checkpoint
-    if current is None or current.seq < checkpoint.seq:
-        mission.last_verified_checkpoint = checkpoint
-        mission.save(update_fields=["last_verified_checkpoint", "updated_at"])

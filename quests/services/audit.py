@@ -1,9 +1,6 @@
 from dataclasses import dataclass
 from typing import Any
 
-from django.db.models import Subquery
-
-from checkpoints.roundtrip import RoundTrip
 from quests.models import AgentToken, AuditEvent, Mission
 
 
@@ -36,15 +33,13 @@ def audit(
     actor: Actor,
     mission: Mission | None,
     entity: str,
-    entity_id: int | Subquery | None,
+    entity_id: int | None,
     action: str,
     from_state: str = "",
     to_state: str = "",
-    trip: RoundTrip | None = None,
     **data: Any,
 ) -> AuditEvent:
-    """Write an audit event, at once or in the caller's round trip (`entity_id` may then be an
-    expression naming a row inserted earlier in the same trip)."""
+    """Write an audit event."""
     event = audit_event(
         actor=actor,
         mission=mission,
@@ -55,10 +50,7 @@ def audit(
         to_state=to_state,
         **data,
     )
-    if trip is None:
-        event.save()
-    else:
-        trip.insert(event, returning=False)
+    event.save()
     return event
 
 

@@ -1,22 +1,23 @@
 """The resume bundle: the contract for the next run. Its cost depends on what is live (active
 constraints, unresolved records, the ledger), never on how long the history is.
 
-It is read in two round trips to the database: everything the bundle shows (the mission with its
-two checkpoints, constraints, live records, the ledger, milestones, approvals, the active run and
-the owner's memory) in one, since none of those reads needs another's result; then the head
-checkpoint's agent state, which needs the head's refs. Each read loads only the columns the
-bundle shows, and the answer is built straight from those rows: validating rows just read from
-the database again (pydantic through django-ninja's attribute getter) cost more than the reads."""
+It is one named read of the storage engine (`quests.engine.reads.resume_bundle`: one statement on
+PostgreSQL): the mission with its two checkpoints and the head's agent state, constraints, live
+records, the ledger, milestones, approvals, the active run, the owner's memory and the standing
+decisions. Each section loads only the columns the bundle shows, already named and typed as the
+answer shows them, and the answer is constructed straight from those rows: compiling the reads
+through the ORM, and validating rows just read from the database again, cost more than the
+database's own work."""
 
+from types import SimpleNamespace
 from typing import Any, cast
 
-from django.db.models import Exists, ForeignKey, Model, OuterRef, QuerySet, Subquery
+from django.db.models import Exists, Model, OuterRef, QuerySet, Subquery
 from pydantic import BaseModel
 
-from checkpoints.models import DURABLE_RECORD_KINDS, Checkpoint, Operation, OperationStatus, Record, RecordKind
-from checkpoints.roundtrip import one_round_trip
-from checkpoints.services import checkpoint_agent_state
-from quests.models import Approval, ApprovalStatus, Constraint, Milestone, Mission, Run, StandingDecision
+from checkpoints.models import DURABLE_RECORD_KINDS, Operation, OperationStatus, Record, RecordKind
+from quests.engine import reads
+from quests.models import Approval, ApprovalStatus, Milestone, Mission, ReviewStatus, Run
 from quests.schemas import (
     ApprovalSummaryOut,
     BundleCheckpointOut,
@@ -31,13 +32,10 @@ from quests.schemas import (
     ResumeBundleOut,
     StandingDecisionOut,
     construct,
-    construct_all,
 )
 from quests.services import machine
-from quests.services.access import visible
 from quests.services.audit import Actor
 from quests.services.errors import NotFound
-from quests.services.memory import memory_for
 from quests.services.savestate import DURABLE_SECTIONS
 
 OPERATION_GROUPS = {
@@ -75,13 +73,10 @@ def resume_summary(mission: Mission) -> dict[str, Any]:
     """What a person's mission page shows of the bundle: its next action, its sentence and its live
     records, by the bundle's own rules (the same Pending, `machine.next_action` and
     `machine.message`, the same live records), so the page says exactly what the next run is told.
-    Two reads in one round trip, whatever the size of the ledger, the milestones and the
-    approvals the bundle carries whole. `mission` must be current (the page has just read it)."""
-    pending_rows, live_records = one_round_trip(
-        Mission.objects.filter(pk=mission.pk).only("id").annotate(**pending_annotations()),
-        _live_records(mission.pk),
-    )
-    pending = pending_of(pending_rows[0])
+    Two reads, whatever the size of the ledger, the milestones and the approvals the bundle
+    carries whole. `mission` must be current (the page has just read it)."""
+    pending = pending_of(Mission.objects.filter(pk=mission.pk).only("id").annotate(**pending_annotations()).get())
+    live_records = list(_live_records(mission.pk))
     action = machine.next_action(mission, pending)
     return {"next_action": action, "message": machine.message(mission, action, pending), **_sections(live_records)}
 
@@ -89,87 +84,62 @@ def resume_summary(mission: Mission) -> dict[str, Any]:
 def resume_bundle(mission: Mission, *, for_new_run: bool = False) -> dict[str, Any]:
     """The bundle as a plain dict. `mission` may be stale (any object with the mission's id): the
     mission row is read again, with the rest of the bundle."""
-    source = Mission.objects.filter(pk=mission.pk)
-    return _bundle(source, mission.pk, mission.owner_id, for_new_run=for_new_run).model_dump()
+    return _bundle(mission.pk, user_id=None, token_mission_id=None, for_new_run=for_new_run).model_dump()
 
 
 def bundle_schema(mission: Mission | int, *, actor: Actor | None = None, for_new_run: bool = False) -> ResumeBundleOut:
     """The bundle as its schema: the API returns it as is, without a second validation.
 
-    Either a mission row that is current (the caller has just read or locked it; it is used as it
-    is, with its head and last verified checkpoints if they were selected with it), or a mission
-    id and the actor asking, who must be able to see the mission (else NotFound, like every other
-    object out of reach)."""
+    Either a mission row the caller holds (read, locked or just changed in this transaction: the
+    bundle reads the row again with the rest), or a mission id and the actor asking, who must be
+    able to see the mission (else NotFound, like every other object out of reach)."""
     if isinstance(mission, Mission):
-        return _bundle(mission, mission.pk, mission.owner_id, for_new_run=for_new_run)
+        return _bundle(mission.pk, user_id=None, token_mission_id=None, for_new_run=for_new_run)
     if actor is None:
         raise TypeError("bundle_schema(mission_id) needs the actor asking for it.")
-    return _bundle(visible(actor, Mission).filter(pk=mission), mission, actor.user, for_new_run=for_new_run)
+    if actor.user is None:
+        raise NotFound(f"No mission with id {mission}.")
+    token_mission_id = actor.token.mission_id if actor.token is not None else None
+    return _bundle(mission, user_id=actor.user.pk, token_mission_id=token_mission_id, for_new_run=for_new_run)
 
 
-def _bundle(source: Mission | QuerySet[Mission], mission_id: int, owner: Any, *, for_new_run: bool) -> ResumeBundleOut:
-    missing: list[str] = []
-    reads: list[QuerySet[Any]]
-    if isinstance(source, QuerySet):
-        # The head's agent state is read: its base map comes along (checkpoints.refmaps).
-        reads = [source.select_related("head_checkpoint__agent_map", "last_verified_checkpoint")]
-    else:
-        # A row the caller already holds: only the checkpoints it was not read with are fetched.
-        missing = [
-            relation
-            for relation in ("head_checkpoint", "last_verified_checkpoint")
-            if getattr(source, f"{relation}_id") is not None and not cast(ForeignKey, Mission._meta.get_field(relation)).is_cached(source)
-        ]
-        reads = [Checkpoint.objects.filter(pk=getattr(source, f"{relation}_id")).select_related("agent_map") for relation in missing]
-    rows = one_round_trip(
-        *reads,
-        _shown(Constraint.objects.filter(mission_id=mission_id, retired_at__isnull=True).order_by("id"), ConstraintSummaryOut),
-        _live_records(mission_id),
-        _shown(Operation.objects.filter(mission_id=mission_id).order_by("id"), OperationOut),
-        _shown(Milestone.objects.filter(mission_id=mission_id).order_by("id"), MilestoneSummaryOut, "withdrawn"),
-        _shown(Approval.objects.filter(mission_id=mission_id).order_by("id"), ApprovalSummaryOut),
-        Run.objects.filter(mission_id=mission_id, ended_at__isnull=True).order_by("number").values_list("number", flat=True)[:1],
-        memory_for(owner).only("name", "value"),
-        _shown(StandingDecision.objects.filter(mission_id=mission_id).order_by("id"), StandingDecisionOut),
-    )
-    constraints, live_records, ledger, milestones, approvals, active_run, memory, standing = rows[len(reads) :]
-    if isinstance(source, QuerySet):
-        if not rows[0]:
-            raise NotFound(f"No mission with id {mission_id}.")
-        mission = rows[0][0]
-    else:
-        mission = source
-        for relation, found in zip(missing, rows):
-            setattr(mission, relation, found[0] if found else None)
-
+def _bundle(mission_id: int, *, user_id: int | None, token_mission_id: int | None, for_new_run: bool) -> ResumeBundleOut:
+    """The bundle from the engine's one read (`quests.engine.reads.resume_bundle`): its rows are
+    already the answer's fields, so each part is constructed from them without validation."""
+    rows = reads.resume_bundle(mission_id, user_id=user_id, token_mission_id=token_mission_id)
+    if rows is None:
+        raise NotFound(f"No mission with id {mission_id}.")
     operations: dict[str, Any] = {group: [] for group in OPERATION_GROUPS.values()}
-    for op in ledger:
-        operations[OPERATION_GROUPS[op.status]].append(construct(OperationOut, op))
-    records = _sections(live_records)
+    for op in rows["ledger"]:
+        operations[OPERATION_GROUPS[op["status"]]].append(OperationOut.model_construct(**op))
+    records: dict[str, Any] = {section: [] for section in DURABLE_SECTIONS.values()}
+    for record in rows["records"]:
+        records[DURABLE_SECTIONS[record["kind"]]].append(RecordOut.model_construct(**record))
     pending = machine.Pending(
-        approval_action=next((a.action for a in approvals if a.status == "pending"), None),
-        milestone_title=next((m.title for m in milestones if m.is_gate_awaiting_review), None),
+        approval_action=next((a["action"] for a in rows["approvals"] if a["status"] == ApprovalStatus.PENDING), None),
+        milestone_title=next(
+            (m["title"] for m in rows["milestones"] if m["gate"] and m["review_status"] == ReviewStatus.PENDING_REVIEW and not m["withdrawn"]), None
+        ),
         any_attempted=bool(operations["to_reconcile"]),
-        run_number=active_run[0] if active_run else None,
+        run_number=rows["active_runs"][0]["number"] if rows["active_runs"] else None,
     )
+    # The state machine reads the mission's status, stop and run count: the row's values are enough.
+    mission = cast(Mission, SimpleNamespace(**rows["mission"]))
     action = machine.next_action(mission, pending, for_new_run=for_new_run)
-    head = mission.head_checkpoint
-    if head is not None:
-        head.agent_state = checkpoint_agent_state(head)
-    verified = mission.last_verified_checkpoint
+    head, verified = rows["checkpoint"], rows["last_verified_checkpoint"]
     return ResumeBundleOut.model_construct(
-        mission=construct(MissionSummaryOut, mission),
+        mission=MissionSummaryOut.model_construct(**rows["mission"]),
         next_action=action,
         message=machine.message(mission, action, pending),
-        checkpoint=construct(BundleCheckpointOut, head) if head is not None else None,
-        last_verified_checkpoint=construct(CheckpointRefOut, verified) if verified is not None else None,
-        constraints=construct_all(ConstraintSummaryOut, constraints),
+        checkpoint=BundleCheckpointOut.model_construct(**head, agent_state=rows["agent_state"]) if head is not None else None,
+        last_verified_checkpoint=CheckpointRefOut.model_construct(**verified) if verified is not None else None,
+        constraints=[ConstraintSummaryOut.model_construct(**row) for row in rows["constraints"]],
         **records,
-        milestones=construct_all(MilestoneSummaryOut, milestones),
-        approvals=construct_all(ApprovalSummaryOut, approvals),
+        milestones=[MilestoneSummaryOut.model_construct(**row) for row in rows["milestones"]],
+        approvals=[ApprovalSummaryOut.model_construct(**row) for row in rows["approvals"]],
         operations=OperationGroupsOut.model_construct(**operations),
-        memory=construct_all(MemoryEntryOut, memory),
-        standing_decisions=construct_all(StandingDecisionOut, standing),
+        memory=[MemoryEntryOut.model_construct(**row) for row in rows["memory"]],
+        standing_decisions=[StandingDecisionOut.model_construct(**row) for row in rows["standing_decisions"]],
     )
 
 
@@ -179,7 +149,7 @@ def _live_records(mission_id: int) -> QuerySet[Record]:
 
 
 def _sections(live_records: list[Record]) -> dict[str, Any]:
-    """The live records by the bundle's section (lists of RecordOut)."""
+    """The live records by the bundle's section (lists of RecordOut), for the mission page."""
     records: dict[str, list[RecordOut]] = {section: [] for section in DURABLE_SECTIONS.values()}
     for record in live_records:
         records[DURABLE_SECTIONS[RecordKind(record.kind)]].append(construct(RecordOut, record))

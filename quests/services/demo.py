@@ -3,7 +3,7 @@
 from django.contrib.auth import get_user_model
 from django.db import transaction
 
-from quests.services import approvals, missions, operations, records, runs
+from quests.services import milestones, missions, operations, records, runs
 from quests.services.audit import Actor
 
 DEMO_USERNAME = "demo"
@@ -41,7 +41,7 @@ def seed_demo() -> tuple[str, str] | None:
         )
         operations.operation_attempt(actor=agent, operation_id=op.pk)
         operations.operation_complete(actor=agent, operation_id=op.pk, external_id="HOLD-4471", external_status="held", receipt={"until": "April 30"})
-        approvals.milestone_claim(
+        milestones.milestone_claim(
             actor=agent,
             run_id=run.pk,
             kind="research_complete",

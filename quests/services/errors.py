@@ -35,6 +35,14 @@ class NotFound(ServiceError):
     code = "not_found"
 
 
+class Unauthenticated(ServiceError):
+    """401: a service that authenticates its caller itself (the agent's checkpoint) found no valid
+    token. The API answers it as it answers any refused credentials."""
+
+    status = 401
+    code = "unauthenticated"
+
+
 class Forbidden(ServiceError):
     status = 403
     code = "forbidden"

@@ -10,8 +10,10 @@ approval that the next run of the graph waits for. Channel values arrive already
 client ({"type", "data"}) and are stored as content-addressed blobs, one per channel and version:
 a checkpoint sends only the channels in LangGraph's `new_versions` and refers to the others."""
 
+from datetime import timedelta
 from typing import Any, Literal, overload
 
+from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models import Q, QuerySet, Subquery
 from django.utils import timezone
@@ -19,6 +21,7 @@ from django.utils import timezone
 from checkpoints.models import GraphCheckpoint, GraphWrite
 from checkpoints.pruning import blob_writers_guard_expression
 from checkpoints.services import canonical_json, sha256_hex
+from quests.engine import graph as engine_graph, writes as engine_writes
 from quests.models import ApprovalStatus, GraphThread, Mission, MissionStatus, Run
 from quests.services import approvals, machine, missions, runs, savestate
 from quests.services.access import visible
@@ -272,7 +275,25 @@ def graph_put_writes(
     checkpoints in the background). Ordinary writes are idempotent per task and index
     (a retried task keeps its first writes); special channels (negative indexes: an error, an
     interrupt) are replaced, the last one of a batch winning. `interrupts` become approvals (once
-    per interrupt id), and the session run ends waiting for them. `title` titles a mission still named after its thread."""
+    per interrupt id), and the session run ends waiting for them. `title` titles a mission still named after its thread.
+
+    The usual call (a live thread whose session run is going, no interrupt) is one statement of
+    the engine; the first write of a thread, a run to start or interrupts take the general path."""
+    if not interrupts and actor.user is not None:
+        caller = engine_writes.Caller(user_id=actor.user.pk, token_mission_id=actor.token.mission_id if actor.token is not None else None)
+        put = engine_graph.GraphWrites(
+            thread_id=thread_id,
+            ns=ns,
+            graph_id=graph_id,
+            task_id=task_id,
+            task_path=task_path,
+            writes=[(item["idx"], item["channel"], item["value"]) for item in writes],
+            title=title,
+        )
+        fresh_after = timezone.now() - timedelta(seconds=settings.QUESTLOG_HEARTBEAT_TIMEOUT)
+        with transaction.atomic():
+            if engine_graph.graph_writes_put(caller, put, fresh_after=fresh_after) is not None:
+                return []
     with transaction.atomic():
         mission = lock_thread(actor, thread_id, title=title, mission_id=mission_id)
         run = session_run(actor, mission)

@@ -9,6 +9,7 @@ from django.db.models.fields.json import KeyTransform
 
 from checkpoints.models import GraphCheckpoint, GraphWrite
 from checkpoints.services import blobs_get
+from quests.engine import reads
 from quests.services.audit import Actor
 from quests.services.graph import LIST_LIMIT, thread_mission_id, thread_missions
 
@@ -24,7 +25,11 @@ def graph_checkpoints(
     limit: int | None = None,
 ) -> list[dict[str, Any]]:
     """LangGraph's checkpoint tuples, newest first: each with its channel values and pending
-    writes, in three queries whatever the number (checkpoints, writes, blobs)."""
+    writes, in three queries whatever the number (checkpoints, writes, blobs). LangGraph's
+    `get_tuple` (one thread and namespace, no filter, the newest or a given id) is the engine's
+    one read instead."""
+    if thread_id is not None and ns is not None and before is None and not metadata and limit == 1:
+        return graph_tuple(actor=actor, thread_id=thread_id, ns=ns, graph_id=graph_id)
     if thread_id is not None:
         rows = GraphCheckpoint.objects.filter(mission_id=thread_mission_id(actor, thread_id))
     else:
@@ -45,6 +50,30 @@ def graph_checkpoints(
     writes = writes_of(found)
     contents = blobs_get([item[1] for row in found for item in row.channels.values()])
     return [_tuple(row, writes.get(_key(row), []), contents, thread_id=thread_id) for row in found]
+
+
+def graph_tuple(*, actor: Actor, thread_id: str, ns: str, graph_id: str | None) -> list[dict[str, Any]]:
+    """LangGraph's `get_tuple` as `graph_checkpoints` answers it (a list of none or one)."""
+    if actor.user is None:
+        return []
+    token_mission_id = actor.token.mission_id if actor.token is not None else None
+    row = reads.graph_tuple(user_id=actor.user.pk, token_mission_id=token_mission_id, thread_id=thread_id, ns=ns, graph_id=graph_id)
+    if row is None:
+        return []
+    return [
+        {
+            "thread_id": thread_id,
+            "checkpoint_ns": row["ns"],
+            "checkpoint_id": row["graph_id"],
+            "parent_checkpoint_id": row["parent_graph_id"] or None,
+            "checkpoint": row["skeleton"],
+            "metadata": row["metadata"],
+            "channel_values": row["channel_values"],
+            "pending_writes": row["pending_writes"],
+            "mission_id": row["mission_id"],
+            "questlog_checkpoint_id": row["checkpoint_id"],
+        }
+    ]
 
 
 # A channel LangGraph versioned without a value is stored as one of these blobs (the API's schema

@@ -44,6 +44,11 @@ def keyed(suffix: str, key: str | None, body: dict[str, Any]) -> Key:
     return Key(suffix=suffix, key=key or None, request_hash=request_hash(body) if key else "")
 
 
+def keyed_canonical(suffix: str, key: str | None, canonical_body: bytes) -> Key:
+    """`keyed`, for a caller that has its body's canonical JSON (without the key) at hand already."""
+    return Key(suffix=suffix, key=key or None, request_hash=sha256_hex(canonical_body) if key else "")
+
+
 def replayed(key: Key, found: tuple[int | None, str | None]) -> int | None:
     """What the lock's lookup found for `key`: the earlier object's id, or None for a new key.
     The same key with a different body is refused."""

@@ -6,11 +6,8 @@ from typing import Any, cast
 from django.db.models import ForeignKey, QuerySet
 from django.utils import timezone
 
-from checkpoints.pruning import blob_writers_guard_expression
-from checkpoints.roundtrip import RoundTrip
 from quests.engine import writes
 from quests.models import Mission, Run
-from quests.services.access import visible
 from quests.services.audit import Actor
 from quests.services.errors import NotFound, run_ended
 
@@ -38,36 +35,6 @@ def named_now(mission: Mission, field: str, rows: QuerySet | None = None) -> Any
     return row
 
 
-def lock_run(
-    actor: Actor,
-    run_id: int,
-    *,
-    blobs: bool = False,
-    head: bool = False,
-    annotations: dict[str, Any] | None = None,
-) -> tuple[Run, Mission]:
-    """The run and its mission, with the mission's row locked, in one statement.
-
-    Only the mission's row is locked and only it is read fresh (a row locked by this statement
-    is re-read when another writer changed it meanwhile; a joined row is not): the run as read
-    here may be a moment old, so whether it may still write is the mission's `active_run`, kept
-    under the same lock. The ORM form, for the operation ledger; the agent's other writes use
-    the engine's (`lock_run_for_write`). Optionally the statement also takes the blob writers'
-    shared lock for a write that stores blobs (`blobs`), reads the mission's head checkpoint (`head`), and computes
-    any other `annotations` the caller needs (they see the mission as `mission_id`)."""
-    head_with_refs = ("mission__head_checkpoint__state_map", "mission__head_checkpoint__agent_map")
-    related = ("mission", *head_with_refs) if head else ("mission",)
-    rows = visible(actor, Run).select_related(*related).select_for_update(of=("mission",)).filter(pk=run_id)
-    annotations = dict(annotations or {})
-    if blobs and (guard := blob_writers_guard_expression()) is not None:
-        annotations["blob_writers_guard"] = guard
-    run = rows.annotate(**annotations).first()
-    if run is None:
-        raise NotFound(f"No run with id {run_id}.")
-    run.mission.blobs_guarded = blobs
-    return run, run.mission
-
-
 def caller(actor: Actor) -> writes.Caller:
     """Whose missions the engine's statements may touch (as `access.visible` says)."""
     token_mission_id = actor.token.mission_id if actor.token is not None else None
@@ -92,29 +59,9 @@ def refuse_unless_active(run: Run, mission: Mission) -> None:
         raise run_ended(run.stop_reason)
 
 
-def lock_operation_mission(actor: Actor, operation_id: int) -> Mission:
-    """The mission of an operation the caller may see, locked (one statement, which also takes the
-    blob writers' shared lock: a change to the ledger stores its chunk). The operation itself is
-    read after the lock, so its status is current."""
-    rows = visible(actor, Mission).select_for_update(of=("self",)).filter(operations__pk=operation_id)
-    if (guard := blob_writers_guard_expression()) is not None:
-        rows = rows.annotate(blob_writers_guard=guard)
-    mission = rows.first()
-    if mission is None:
-        raise NotFound(f"No operation with id {operation_id}.")
-    mission.blobs_guarded = True
-    return mission
-
-
-def fence(run: Run, mission: Mission, *, trip: RoundTrip | None = None) -> None:
+def fence(run: Run, mission: Mission) -> None:
     """Refuse writes from a run that is no longer its mission's active run; refresh the
-    heartbeat of the active one (in `trip` when the caller sends its writes together)."""
-    if mission.active_run_id != run.pk:
-        run.refresh_from_db(fields=["ended_at", "stop_reason"])
-        raise run_ended(run.stop_reason)
+    heartbeat of the active one."""
+    refuse_unless_active(run, mission)
     run.heartbeat_at = timezone.now()
-    beat = Run.objects.filter(pk=run.pk)
-    if trip is not None:
-        trip.update(beat, heartbeat_at=run.heartbeat_at)
-    else:
-        beat.update(heartbeat_at=run.heartbeat_at)
+    Run.objects.filter(pk=run.pk).update(heartbeat_at=run.heartbeat_at)

@@ -12,7 +12,6 @@ from django.db.models import Model
 from django.utils import timezone
 
 from checkpoints.models import Operation, OperationStatus as O
-from checkpoints.roundtrip import RoundTrip
 from notifications.events import notify_mission_moved
 from quests.models import (
     Approval,
@@ -27,7 +26,7 @@ from quests.models import (
     StopReason,
 )
 from quests.retention.services.expiry import retention_mission_ended
-from quests.services.audit import Actor, audit, audit_event
+from quests.services.audit import Actor, audit_event
 from quests.services.errors import Conflict
 from quests.services.preferences import moment
 
@@ -190,39 +189,28 @@ def require(row: Model, event: str) -> None:
     _check(table.moves, table.state(row), event, None, table.refusal)
 
 
-def move(
-    row: Model,
-    *,
-    event: str,
-    to: str,
-    actor: Actor,
-    mission: Mission | None,
-    fields: tuple[str, ...] = (),
-    trip: RoundTrip | None = None,
-    **data: Any,
-) -> None:
+def move(row: Model, *, event: str, to: str, actor: Actor, mission: Mission | None, fields: tuple[str, ...] = (), **data: Any) -> None:
     """Apply one transition to a run, approval, milestone, operation or memory proposal whose
     mission the caller holds locked: check it, save the row (with `fields` the caller changed
-    alongside) and write its audit event — at once, or in the caller's round trip `trip`."""
+    alongside) and write its audit event."""
+    event_row, changed = _moved(row, event=event, to=to, actor=actor, mission=mission, **data)
+    row.save(update_fields=[*changed, *fields])
+    event_row.save()
+
+
+def moved(row: Model, *, event: str, to: str, actor: Actor, mission: Mission | None, **data: Any) -> AuditEvent:
+    """`move` without writing anything: check the transition, apply it to the row in memory and
+    return its audit event unsaved, for a caller that writes both in its own statement."""
+    return _moved(row, event=event, to=to, actor=actor, mission=mission, **data)[0]
+
+
+def _moved(row: Model, *, event: str, to: str, actor: Actor, mission: Mission | None, **data: Any) -> tuple[AuditEvent, list[str]]:
     table = TABLES[type(row)]
     previous = table.state(row)
     _check(table.moves, previous, event, to, table.refusal)
     changed = table.apply(row, to)
-    if trip is None:
-        row.save(update_fields=[*changed, *fields])
-    else:
-        trip.save(row, [*changed, *fields])
-    audit(
-        actor=actor,
-        mission=mission,
-        entity=table.entity,
-        entity_id=row.pk,
-        action=event,
-        from_state=previous,
-        to_state=to,
-        trip=trip,
-        **data,
-    )
+    event_row = audit_event(actor=actor, mission=mission, entity=table.entity, entity_id=row.pk, action=event, from_state=previous, to_state=to, **data)
+    return event_row, changed
 
 
 # How a run's stop reason moves the mission (the stop call and the people-only actions).

@@ -2,19 +2,20 @@
 
 from functools import partial
 
-from django.db import transaction
+from django.db import DEFAULT_DB_ALIAS, transaction
 from django.utils import timezone
 
 from checkpoints.graph import graph_branch
 from checkpoints.models import DURABLE_RECORD_KINDS, Checkpoint, Record
 from checkpoints.services import checkpoint_agent_state, state_get
 from quests import limits
+from quests.engine import lifecycle
 from quests.models import ApprovalStatus, AuditEvent, Constraint, ConstraintSource, MilestoneKind, Mission, MissionStatus, StopReason
-from quests.services import idempotency, machine, pending
+from quests.services import idempotency, machine, pending, savestate
 from quests.services.access import get_for, require_person, require_whole_account
 from quests.services.audit import Actor, audit, audit_event
 from quests.services.errors import Conflict, InvalidInput, NotFound, require_within
-from quests.services.runs import run_end
+from quests.services.runs import pending_ended, run_end
 from quests.services.savestate import take_checkpoint
 from quests.services.snapshots import state_changed
 
@@ -29,21 +30,53 @@ def mission_create(
     planned_milestones: list[dict[str, str]] | None = None,
     key: str | None = None,
 ) -> tuple[Mission, bool]:
+    """Create a mission with its constraints: replay on key, write, answer. The mission, its
+    constraints, their audit events and the key are one statement (`lifecycle.mission_create`,
+    which also looks the key up), its first save state and snapshot request a second, whatever
+    the number of constraints."""
     require_whole_account(actor)
     planned = [{"kind": m["kind"], "title": m["title"]} for m in planned_milestones or []]
     for m in planned:
         if m["kind"] not in MilestoneKind.values:
             raise InvalidInput(f"Unknown milestone kind “{m['kind']}”.", field="planned_milestones")
-    body = {"title": title, "objective": objective, "constraints": constraints or [], "planned_milestones": planned}
-    replayed = idempotency.replayed_id(owner=actor.user, scope="missions", key=key, body=body)
-    if replayed is not None:
-        return Mission.objects.get(pk=replayed), True
+    texts = constraints or []
+    body = {"title": title, "objective": objective, "constraints": texts, "planned_milestones": planned}
+    # A mission create's key is the account's, in scope `missions`: there is no mission yet.
+    keyed = idempotency.keyed("missions", key, body)
     with transaction.atomic():
-        mission = Mission.objects.create(owner=actor.user, title=title, objective=objective, planned_milestones=planned)
-        audit(actor=actor, mission=mission, entity="mission", entity_id=mission.pk, action="create", to_state=mission.status)
-        _constraints_create(mission, texts=constraints or [], source=ConstraintSource.USER, actor=actor)
-        idempotency.remember(owner=actor.user, scope="missions", key=key, body=body, object_id=mission.pk)
+        try:
+            _require_constraint_texts(texts, ConstraintSource.USER)
+        except InvalidInput:
+            # A key used before with another body is refused as reused, as it always was.
+            idempotency.replayed(keyed, lifecycle.mission_key_earlier(actor.user.pk, "missions", keyed.key))
+            raise
+        now = timezone.now()
+        mission = Mission(owner=actor.user, title=title, objective=objective, planned_milestones=planned, created_at=now, updated_at=now)
+        created = lifecycle.mission_create(
+            mission,
+            constraint_texts=texts,
+            constraint_source=ConstraintSource.USER,
+            created=audit_event(actor=actor, mission=None, entity="mission", entity_id=None, action="create", to_state=mission.status),
+            key_scope="missions",
+            key=keyed.key,
+            request_hash=keyed.request_hash,
+        )
+        replayed = idempotency.replayed(keyed, created.replay)
+        if replayed is not None:
+            return Mission.objects.get(pk=replayed), True
+        mission.pk = created.mission_id
+        mission._state.adding, mission._state.db = False, DEFAULT_DB_ALIAS
+        if texts:
+            rows = [{"id": pk, "text": text, "source": ConstraintSource.USER} for pk, text in zip(created.constraint_ids, texts)]
+            savestate.new_mission_document(mission, rows)
+            state_changed(mission, "constraint.added", applied=True)
         return mission, False
+
+
+def _require_constraint_texts(texts: list[str], source: str) -> None:
+    # Every constraint, a correction's too, keeps to one length, so any of them can be edited.
+    for text in texts:
+        require_within(text, limits.CONSTRAINT_TEXT, what="A constraint", field="note" if source == ConstraintSource.CORRECTION else "text")
 
 
 def _constraint_create(mission: Mission, *, text: str, source: str, actor: Actor, replaces: Constraint | None = None) -> Constraint:
@@ -54,16 +87,11 @@ def _constraints_create(mission: Mission, *, texts: list[str], source: str, acto
     """Add constraints in a fixed number of statements whatever their number: one insert for the
     constraints, one for their audit events, and the save state refreshed once. (Refreshing it per
     constraint rewrote the whole document each time: 5,000 constraints took minutes.)"""
-    if not texts:
-        return []
-    # Every constraint, a correction's too, keeps to one length, so any of them can be edited.
-    for text in texts:
-        require_within(text, limits.CONSTRAINT_TEXT, what="A constraint", field="note" if source == ConstraintSource.CORRECTION else "text")
+    _require_constraint_texts(texts, source)
     constraints = Constraint.objects.bulk_create([Constraint(mission=mission, text=text, source=source, replaces=replaces) for text in texts])
     AuditEvent.objects.bulk_create(
         [audit_event(actor=actor, mission=mission, entity="constraint", entity_id=c.pk, action="add", to_state="active", text=c.text) for c in constraints]
     )
-    # A new mission has no current document yet: `state_changed` builds it whole.
     state_changed(mission, "constraint.added")
     return constraints
 
@@ -129,12 +157,22 @@ def mission_pause(*, actor: Actor, mission_id: int) -> Mission:
 def _pause(mission: Mission, *, actor: Actor) -> None:
     if not machine.can(mission, "pause"):
         raise Conflict(f"A {mission.status.replace('_', ' ')} mission cannot be paused.", code="invalid_transition")
+    _stop(mission, event="pause", to=MissionStatus.PAUSED, stop_reason=StopReason.PAUSED_BY_USER, actor=actor, detail="Paused by you.")
+    state_changed(mission, "mission.status")
+
+
+def _stop(mission: Mission, *, event: str, to: str, stop_reason: str, actor: Actor, detail: str) -> None:
+    """A person's stop of a (locked) mission: through its active run's end when a run is going,
+    else the mission's own move. Either way a mission that ends ends what is pending and gets a
+    stop checkpoint."""
     active = mission.runs.filter(ended_at__isnull=True).first()
     if active is not None:
-        run_end(mission, active, event="pause", to=MissionStatus.PAUSED, stop_reason=StopReason.PAUSED_BY_USER, actor=actor, detail="Paused by you.")
-    else:
-        machine.transition(mission, event="pause", to=MissionStatus.PAUSED, actor=actor, stop_reason=StopReason.PAUSED_BY_USER, detail="Paused by you.")
-    state_changed(mission, "mission.status")
+        run_end(mission, active, event=event, to=to, stop_reason=stop_reason, actor=actor, detail=detail)
+        return
+    machine.transition(mission, event=event, to=to, actor=actor, stop_reason=stop_reason, detail=detail)
+    if to in (MissionStatus.COMPLETED, MissionStatus.CANCELLED):
+        pending_ended(mission, actor=actor)
+        take_checkpoint(mission, trigger="stop")
 
 
 def has_pending(mission: Mission) -> bool:
@@ -156,17 +194,7 @@ def mission_cancel(*, actor: Actor, mission_id: int) -> Mission:
     with transaction.atomic():
         require_person(actor)
         mission = get_for(actor, Mission, mission_id, for_update=True)
-        active = mission.runs.filter(ended_at__isnull=True).first()
-        if active is not None:
-            run_end(
-                mission, active, event="cancel", to=MissionStatus.CANCELLED, stop_reason=StopReason.CANCELLED_BY_USER, actor=actor, detail="Cancelled by you."
-            )
-        else:
-            machine.transition(
-                mission, event="cancel", to=MissionStatus.CANCELLED, actor=actor, stop_reason=StopReason.CANCELLED_BY_USER, detail="Cancelled by you."
-            )
-            pending.pending_end(mission, actor=actor, because=pending.ENDED)
-            take_checkpoint(mission, trigger="stop")
+        _stop(mission, event="cancel", to=MissionStatus.CANCELLED, stop_reason=StopReason.CANCELLED_BY_USER, actor=actor, detail="Cancelled by you.")
         state_changed(mission, "pending.ended")
         return mission
 

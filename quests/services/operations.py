@@ -6,18 +6,18 @@ world is never dropped. Only its size and the number one operation keeps are bou
 from typing import Any
 
 from django.db import transaction
-from django.db.models import Count, OuterRef, Subquery
+from django.utils import timezone
 
-from checkpoints.models import Operation, OperationEvent, OperationStatus as O
-from checkpoints.roundtrip import RoundTrip
+from checkpoints.models import Operation, OperationStatus as O
 from checkpoints.services import canonical_json, sha256_hex
 from quests import limits
-from quests.models import Mission, Run
+from quests.engine import operations as ledger
+from quests.models import AuditEvent, Mission
 from quests.services import idempotency, machine, savestate
-from quests.services.audit import Actor, audit
-from quests.services.errors import Conflict, InvalidInput, run_ended
-from quests.services.locking import fence, lock_operation_mission, lock_run
-from quests.services.snapshots import state_changed
+from quests.services.audit import Actor, audit_event
+from quests.services.errors import Conflict, InvalidInput, NotFound, run_ended
+from quests.services.locking import caller, refuse_unless_active
+from quests.services.snapshots import snapshot_asked, state_save_of
 
 
 def _hash(value: Any) -> str:
@@ -34,25 +34,21 @@ def operation_plan(*, actor: Actor, run_id: int, key: str, kind: str, target: st
     with transaction.atomic():
         # The operation's own key is its idempotency key: the statement that locks the mission
         # also finds an operation planned with it (a race is settled by the unique constraint).
-        earlier = Operation.objects.filter(mission_id=OuterRef("mission_id"), key=key)
-        run, mission = lock_run(
-            actor,
-            run_id,
-            blobs=True,
-            annotations={
-                "earlier_id": Subquery(earlier.values("pk")[:1]),
-                "earlier_hash": Subquery(earlier.values("request_hash")[:1]),
-            },
-        )
-        found: Any = run  # the row with the two annotations asked for above
-        if found.earlier_id is not None:
-            if found.earlier_hash != request_hash:
+        locked = ledger.lock_plan(caller(actor), run_id, key) if actor.user is not None else None
+        if locked is None:
+            raise NotFound(f"No run with id {run_id}.")
+        if locked.earlier is not None:
+            if locked.earlier.request_hash != request_hash:
                 raise idempotency.key_reuse(key)
-            return Operation.objects.get(pk=found.earlier_id), True
-        savestate.ensure_current(mission)
-        trip = RoundTrip()
-        fence(run, mission, trip=trip)
+            return locked.earlier, True
+        run, mission = locked.run, locked.mission
+        rows = _ledger_read(mission, locked.ledger, None)
+        refuse_unless_active(run, mission)  # fencing; the run's heartbeat goes with the write
+        now = timezone.now()
         op = Operation(
+            id=locked.new_id,
+            created_at=now,
+            updated_at=now,
             mission=mission,
             run=run,
             key=key,
@@ -62,36 +58,31 @@ def operation_plan(*, actor: Actor, run_id: int, key: str, kind: str, target: st
             request=request,
             max_attempts=max_attempts,
         )
-        trip.insert(op)
-        this_one = Subquery(Operation.objects.filter(mission_id=mission.pk, key=key).values("pk")[:1])
-        trip.insert(OperationEvent(operation_id=this_one, event="planned"), returning=False)
-        audit(actor=actor, mission=mission, entity="operation", entity_id=this_one, action="plan", to_state=O.PLANNED, key=key, trip=trip)
-        ledger = savestate.read_ledger(trip, mission)
-        trip.run()
-        savestate.apply_ledger(mission, ledger.rows)
-        state_changed(mission, "operation.planned", applied=True)
+        planned = audit_event(actor=actor, mission=mission, entity="operation", entity_id=op.pk, action="plan", to_state=O.PLANNED, key=key)
+        _write(op, mission, [*rows, savestate.ledger_row(op)], event="planned", audit=planned, planned=True, beat_run_id=run.pk)
+        op._state.adding = False
         return op, False
 
 
-def _locked_operation(actor: Actor, operation_id: int, *, receipt: bool = False) -> tuple[Operation, Mission, list[dict[str, Any]]]:
-    """The mission locked, then in one round trip: the operation (current, since it is read under
-    the lock) and the chunk of the ledger that holds it, which the change will rewrite (never the
-    whole ledger: a receipt costs the same however long the ledger is). For a `receipt`, the same
-    round trip counts the receipts the operation holds (see `_receipt_room`)."""
-    mission = lock_operation_mission(actor, operation_id)
-    savestate.ensure_current(mission)
-    trip = RoundTrip()
-    found = trip.select(Operation.objects.filter(pk=operation_id))
-    ledger = savestate.read_ledger(trip, mission, operation_id)
-    held = (
-        trip.select(OperationEvent.objects.filter(operation_id=operation_id, event__in=RECEIPT_EVENTS).values("operation_id").annotate(n=Count("pk")))
-        if receipt
-        else None
-    )
-    trip.run()
-    op = found.rows[0]
-    op.receipts_held = held.rows[0]["n"] if held is not None and held.rows else 0
-    return op, mission, ledger.rows
+def _locked_operation(actor: Actor, operation_id: int) -> tuple[Operation, Mission, list[dict[str, Any]], int]:
+    """The mission locked and, in the same statement, the operation (current, since it is read
+    under the lock), the receipts it holds (see `_receipt_room`) and the chunk of
+    the ledger that holds it, which the change will rewrite (never the whole ledger: a receipt
+    costs the same however long the ledger is)."""
+    locked = ledger.lock_operation(caller(actor), operation_id) if actor.user is not None else None
+    if locked is None:
+        raise NotFound(f"No operation with id {operation_id}.")
+    op, mission = locked.operation, locked.mission
+    return op, mission, _ledger_read(mission, locked.ledger, operation_id), locked.receipts_held
+
+
+def _ledger_read(mission: Mission, rows: list[dict[str, Any]], operation_id: int | None) -> list[dict[str, Any]]:
+    """The ledger rows the lock read, unless the mission's current document had to be built first:
+    then its chunks are where the new document says (read again)."""
+    mission.blobs_guarded = True  # the lock took the blob writers' shared lock
+    if savestate.ensure_current(mission):
+        return savestate.read_ledger(mission, operation_id)
+    return rows
 
 
 # The events that are receipts: what the outside world answered.
@@ -109,43 +100,56 @@ def _receipt_size(receipt: dict[str, Any] | None) -> None:
         )
 
 
-def _receipt_room(op: Any) -> None:  # an Operation with its `receipts_held` annotation
+def _receipt_room(op: Operation, held: int) -> None:
     """Receipts are never refused by the request rate, so their number is bounded here instead:
     RECEIPTS_PER_OPERATION_MAX, plus one for each attempt (every attempt may end in a receipt of
     its own, and attempts are rate-limited)."""
     allowed = limits.RECEIPTS_PER_OPERATION_MAX + op.attempts
-    if op.receipts_held >= allowed:
+    if held >= allowed:
         raise InvalidInput(
-            f"This operation already holds {op.receipts_held} receipts, the most it keeps ({limits.RECEIPTS_PER_OPERATION_MAX} plus one per attempt).",
+            f"This operation already holds {held} receipts, the most it keeps ({limits.RECEIPTS_PER_OPERATION_MAX} plus one per attempt).",
             field="receipt",
             limit=allowed,
         )
 
 
-def _event(op: Operation, event: str, trip: RoundTrip, **fields: Any) -> None:
-    trip.insert(OperationEvent(operation=op, event=event, **fields), returning=False)
-
-
-def _save(op: Operation, mission: Mission, ledger: list[dict[str, Any]], trip: RoundTrip, change: str) -> Operation:
-    """Send the operation's change, then save the current document with its ledger chunk
-    rewritten from what was read under the lock (the changed operation as changed here)."""
-    changed = savestate.ledger_row(op)
-    savestate.apply_ledger(mission, [changed if row["id"] == op.pk else row for row in ledger])
-    trip.run()
-    state_changed(mission, change, applied=True)
-    return op
-
-
-def _move(
-    op: Operation, mission: Mission, ledger: list[dict[str, Any]], trip: RoundTrip, *, actor: Actor, to: str, action: str, fields: list[str]
+def _write(
+    op: Operation,
+    mission: Mission,
+    rows: list[dict[str, Any]],
+    *,
+    event: str,
+    audit: AuditEvent,
+    planned: bool = False,
+    beat_run_id: int | None = None,
+    **event_fields: Any,
 ) -> Operation:
-    machine.move(op, event=action, to=to, actor=actor, mission=mission, fields=("updated_at", *fields), key=op.key, trip=trip)
-    return _save(op, mission, ledger, trip, f"operation.{to}")
+    """Write the operation's change, its event, its audit event and the save state with its ledger
+    chunk rewritten from the rows read under the lock (the operation as changed here): one
+    statement (`quests.engine.operations.operation_write`)."""
+    if not planned:
+        op.updated_at = timezone.now()
+    changed = savestate.ledger_row(op)
+    savestate.apply_ledger(mission, [changed if row["id"] == op.pk else row for row in rows])
+    save = state_save_of(mission, f"operation.{event}", applied=True)
+    change = ledger.OperationChange(
+        operation=op,
+        planned=planned,
+        event=event,
+        audit=audit,
+        save=save,
+        beat_run_id=beat_run_id,
+        event_external_status=event_fields.get("external_status", ""),
+        event_receipt=event_fields.get("receipt"),
+        event_error=event_fields.get("error", ""),
+    )
+    snapshot_asked(ledger.operation_write(change), save)
+    return op
 
 
 def operation_attempt(*, actor: Actor, operation_id: int) -> Operation:
     with transaction.atomic():
-        op, mission, ledger = _locked_operation(actor, operation_id)
+        op, mission, rows, _ = _locked_operation(actor, operation_id)
         if op.is_terminal:
             if op.status == O.FAILED:
                 raise Conflict("This operation failed for good; plan a new one to try something else.", code="invalid_transition", status=op.status)
@@ -160,70 +164,54 @@ def operation_attempt(*, actor: Actor, operation_id: int) -> Operation:
                 attempts=op.attempts,
                 max_attempts=op.max_attempts,
             )
-        trip = RoundTrip()
-        active = Run(pk=mission.active_run_id, mission=mission)
-        fence(active, mission, trip=trip)
         op.attempts += 1
-        _event(op, "attempted", trip)
-        return _move(op, mission, ledger, trip, actor=actor, to=O.ATTEMPTED, action="attempt", fields=["attempts"])
+        moved = machine.moved(op, event="attempt", to=O.ATTEMPTED, actor=actor, mission=mission, key=op.key)
+        # The mission's active run attempts it: its heartbeat goes with the write.
+        return _write(op, mission, rows, event="attempted", audit=moved, beat_run_id=mission.active_run_id)
 
 
 def operation_complete(*, actor: Actor, operation_id: int, external_id: str, external_status: str, receipt: dict[str, Any] | None = None) -> Operation:
     _receipt_size(receipt)
     completion_hash = _hash({"external_id": external_id, "external_status": external_status, "receipt": receipt})
     with transaction.atomic():
-        op, mission, ledger = _locked_operation(actor, operation_id, receipt=True)
+        op, mission, rows, held = _locked_operation(actor, operation_id)
         if op.status == O.COMPLETED:
             if op.completion_hash == completion_hash:
                 return op  # the same receipt again: a no-op
             machine.require(op, "complete")
-        _receipt_room(op)
+        _receipt_room(op, held)
         op.external_id = external_id
         op.external_status = external_status
         op.receipt = receipt
         op.completion_hash = completion_hash
         op.error = ""
-        trip = RoundTrip()
-        _event(op, "completed", trip, external_status=external_status, receipt=receipt)
-        return _move(
-            op,
-            mission,
-            ledger,
-            trip,
-            actor=actor,
-            to=O.COMPLETED,
-            action="complete",
-            fields=["external_id", "external_status", "receipt", "completion_hash", "error"],
-        )
+        moved = machine.moved(op, event="complete", to=O.COMPLETED, actor=actor, mission=mission, key=op.key)
+        return _write(op, mission, rows, event="completed", audit=moved, external_status=external_status, receipt=receipt)
 
 
 def operation_fail(*, actor: Actor, operation_id: int, error: str, retryable: bool) -> Operation:
     with transaction.atomic():
-        op, mission, ledger = _locked_operation(actor, operation_id, receipt=True)
+        op, mission, rows, held = _locked_operation(actor, operation_id)
         machine.require(op, "fail")
-        _receipt_room(op)
+        _receipt_room(op, held)
         op.error = error
         op.retryable = retryable
-        trip = RoundTrip()
-        _event(op, "failed", trip, error=error)
-        return _move(op, mission, ledger, trip, actor=actor, to=O.FAILED, action="fail", fields=["error", "retryable"])
+        moved = machine.moved(op, event="fail", to=O.FAILED, actor=actor, mission=mission, key=op.key)
+        return _write(op, mission, rows, event="failed", audit=moved, error=error)
 
 
 def operation_observe(*, actor: Actor, operation_id: int, external_status: str, receipt: dict[str, Any] | None = None) -> Operation:
     """Record what later became of the external object (e.g. `confirmed` → `cancelled`)."""
     _receipt_size(receipt)
     with transaction.atomic():
-        op, mission, ledger = _locked_operation(actor, operation_id, receipt=True)
-        _receipt_room(op)
+        op, mission, rows, held = _locked_operation(actor, operation_id)
+        _receipt_room(op, held)
         previous = op.external_status
         op.external_status = external_status
         if receipt is not None:
             op.receipt = receipt
-        trip = RoundTrip()
-        trip.save(op, ["external_status", "receipt", "updated_at"])
-        _event(op, "observed", trip, external_status=external_status, receipt=receipt)
         # Not a status change: the audit states stay the operation's own, the external ones go in the data.
-        audit(
+        observed = audit_event(
             actor=actor,
             mission=mission,
             entity="operation",
@@ -234,6 +222,5 @@ def operation_observe(*, actor: Actor, operation_id: int, external_status: str, 
             key=op.key,
             external_status_from=previous,
             external_status=external_status,
-            trip=trip,
         )
-        return _save(op, mission, ledger, trip, "operation.observed")
+        return _write(op, mission, rows, event="observed", audit=observed, external_status=external_status, receipt=receipt)

@@ -19,18 +19,23 @@ ENDED: Final = "ended"
 RESTORED: Final = "restored"
 
 
-def pending_end(mission: Mission, *, actor: Actor, because: Literal["ended", "restored"]) -> None:
+def pending_end(mission: Mission, *, actor: Actor, because: Literal["ended", "restored"]) -> int:
     """End what is pending on a mission whose row the caller holds locked. `because` is
-    `pending.ENDED` (cancel or completion) or `pending.RESTORED`."""
+    `pending.ENDED` (cancel or completion) or `pending.RESTORED`. Returns how many items it ended."""
     if because not in (ENDED, RESTORED):
         raise ValueError(f"Unknown reason to end pending items: {because}")
     now = timezone.now()
+    ended = 0
     for approval in mission.approvals.filter(status=ApprovalStatus.PENDING).order_by("id"):
         approval.decided_at = now
         machine.move(approval, event="expire", to=ApprovalStatus.EXPIRED, actor=actor, mission=mission, fields=("decided_at",))
+        ended += 1
     if because == ENDED:
         for milestone in mission.milestones.awaiting_review().order_by("id"):
             machine.move(milestone, event="withdraw", to=machine.MILESTONE_WITHDRAWN, actor=actor, mission=mission)
+            ended += 1
     else:
         for milestone in mission.milestones.gates_awaiting_review().order_by("id"):
             machine.move(milestone, event="expire", to=ReviewStatus.EXPIRED, actor=actor, mission=mission)
+            ended += 1
+    return ended

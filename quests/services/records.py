@@ -4,28 +4,66 @@ These are the agent's hottest writes, so each is a fixed, small number of statem
 mission holds, each one of the storage engine's (quests.engine): one locks the mission (and looks
 up the idempotency key and takes the blob writers' lock), then the writes follow."""
 
+from dataclasses import replace
 from typing import Any
 
 from django.conf import settings
 from django.db import transaction
 
-from checkpoints import compaction
+from checkpoints import compaction, services as storage
 from checkpoints.models import Checkpoint, Record, RecordKind
 from checkpoints.sections import touched
 from checkpoints.services import sha256_hex
 from quests.engine import writes
-from quests.services import idempotency, locking, savestate
+from quests.services import idempotency, locking, savestate, throttle, tokens
 from quests.services.audit import Actor
-from quests.services.errors import InvalidInput
+from quests.services.errors import InvalidInput, NotFound, Unauthenticated
 from quests.services.snapshots import state_changed
 
 
 @idempotency.retried_on_key_race
-def checkpoint_create(*, actor: Actor, run_id: int, agent_state: dict[str, Any], note: str = "", key: str | None = None) -> tuple[Checkpoint, bool]:
-    """The agent's checkpoint: lock, replay on key, fence, write, answer — two statements."""
-    keyed = idempotency.keyed("checkpoints", key, {"agent_state": agent_state, "note": note})
+def checkpoint_create(
+    *, actor: Actor | writes.Credentials, run_id: int, agent_state: dict[str, Any], note: str = "", key: str | None = None
+) -> tuple[Checkpoint, bool]:
+    """The agent's checkpoint: authenticate, read, replay on key, fence, write, answer — two
+    statements on PostgreSQL, neither in a transaction of its own: the first authenticates the
+    caller (an agent token's `Credentials`, or an actor) and reads without a lock; the second
+    writes only if the mission row is still as read. When it moved (another writer went first),
+    the locked path writes instead."""
+    parts = savestate.agent_parts_of(agent_state)
+    keyed = checkpoint_keyed(key, parts, note)
+    seen = writes.checkpoint_read(actor if isinstance(actor, writes.Credentials) else locking.caller(actor), run_id, keyed)
+    if seen is None:
+        raise Unauthenticated("Send a valid agent token (Authorization: Bearer …) or sign in.")
+    if isinstance(actor, writes.Credentials):
+        throttle.api_request_count(actor.token_hash, receipt=False)
+    use_due = seen.token_id if tokens.use_due(seen.token_last_used_at) else None
+    locked = seen.locked
+    if locked is None or seen.claim is None or idempotency.replayed(keyed, locked.replay) is not None:
+        tokens.token_used(use_due)
+        return _checkpoint_locked(seen.caller, run_id, agent_parts=parts, note=note, keyed=keyed)
+    locking.refuse_unless_active(locked.run, locked.mission)
+    checkpoint = savestate.take_checkpoint_unless_moved(locked, agent_parts=parts, note=note, key=keyed, claim=replace(seen.claim, used_token_id=use_due))
+    if checkpoint is not None:
+        return checkpoint, False
+    tokens.token_used(use_due)
+    return _checkpoint_locked(seen.caller, run_id, agent_parts=parts, note=note, keyed=keyed)
+
+
+def checkpoint_keyed(key: str | None, parts: savestate.AgentParts, note: str) -> writes.Key:
+    """The checkpoint's idempotency key, its body hash made from the state's parts: the state is
+    serialised once (the same bytes as the canonical JSON of {"agent_state": …, "note": …})."""
+    body = b'{"agent_state":' + storage.joined(parts[0], parts[1]) + b',"note":' + storage.canonical_json(note) + b"}"
+    return idempotency.keyed_canonical("checkpoints", key, body)
+
+
+def _checkpoint_locked(caller: writes.Caller, run_id: int, *, agent_parts: savestate.AgentParts, note: str, keyed: writes.Key) -> tuple[Checkpoint, bool]:
+    """The agent's checkpoint under its mission's row lock: for a replay, a refusal, SQLite, and
+    the rare write whose mission moved after it was read."""
     with transaction.atomic():
-        locked = locking.lock_run_for_write(actor, run_id, keyed)
+        locked = writes.lock_run(caller, run_id, keyed)
+        if locked is None:
+            raise NotFound(f"No run with id {run_id}.")
         replayed = idempotency.replayed(keyed, locked.replay)
         if replayed is not None:
             return Checkpoint.objects.get(pk=replayed), True
@@ -34,7 +72,7 @@ def checkpoint_create(*, actor: Actor, run_id: int, agent_state: dict[str, Any],
             locked.mission,
             trigger="agent",
             run=locked.run,
-            agent_state=agent_state,
+            agent_parts=agent_parts,
             note=note,
             guarded=True,
             stored=locked.head_parts(),

@@ -7,10 +7,11 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from checkpoints import sections
 from notifications.events import notify_run_stalled
-from quests.engine import writes
+from quests.engine import lifecycle, writes
 from quests.models import Mission, MissionStatus, Run, StopReason
-from quests.services import idempotency, machine, pending
+from quests.services import idempotency, machine, pending, savestate
 from quests.services.audit import SYSTEM, Actor, audit_event
 from quests.services.errors import Conflict, NotFound, mission_not_startable, run_ended
 from quests.services.locking import caller, lock_mission, lock_run_for_write, refuse_unless_active
@@ -38,15 +39,7 @@ def run_start(*, actor: Actor, mission_id: int, agent: str = "", key: str | None
                     code="run_active",
                     run_id=active.pk,
                 )
-            run_end(
-                mission,
-                active,
-                event="interrupt",
-                to=MissionStatus.READY,
-                stop_reason=StopReason.INTERRUPTED,
-                detail="The run stopped sending heartbeats; a new run took over.",
-                actor=SYSTEM,
-            )
+            _interrupt(mission, active, detail="The run stopped sending heartbeats; a new run took over.")
         # Checked under the mission's lock: a decision undone meanwhile (approvals.approval_undo
         # holds the same lock) has put the mission back to waiting for approval, refused here.
         if mission.status in machine.NOT_STARTABLE:
@@ -89,18 +82,35 @@ def run_end(
     retry_at: datetime | None = None,
     checkpoint: bool = True,
 ) -> None:
-    """End an active run and move its (locked) mission. Every end of a run writes a `stop`
-    checkpoint unless the act that ended it writes its own (`checkpoint=False`)."""
+    """End an active run and move its (locked) mission: both moves checked by the state machine
+    and written, with their audit events, in one statement (`lifecycle.run_end`). Every end of a
+    run writes a `stop` checkpoint unless the act that ended it writes its own (`checkpoint=False`)."""
     run.stop_detail = detail
+    now = timezone.now()
+    events = [
+        machine.transition(mission, event=event, to=to, actor=actor, stop_reason=stop_reason, detail=detail, retry_at=retry_at, save=False),
+        machine.moved(run, event="end", to=stop_reason, actor=actor, mission=mission),
+    ]
+    mission.updated_at = now
+    lifecycle.run_end(run, mission, [e for e in events if e is not None], now=now)
     if mission.active_run_id == run.pk:
         mission.active_run = None
-        Mission.objects.filter(pk=mission.pk).update(active_run=None)
-    machine.transition(mission, event=event, to=to, actor=actor, stop_reason=stop_reason, detail=detail, retry_at=retry_at)
-    machine.move(run, event="end", to=stop_reason, actor=actor, mission=mission, fields=("stop_detail",))
     if to in (MissionStatus.COMPLETED, MissionStatus.CANCELLED):
-        pending.pending_end(mission, actor=actor, because=pending.ENDED)
+        pending_ended(mission, actor=actor)
     if checkpoint:
-        take_checkpoint(mission, trigger="stop", run=run)
+        take_checkpoint(mission, trigger="stop", run=run, guarded=mission.blobs_guarded)
+
+
+def pending_ended(mission: Mission, *, actor: Actor) -> None:
+    """A mission that ends ends what is pending on it (`pending.pending_end`); the sections that
+    touches are refreshed in its current document, which its stop checkpoint then copies."""
+    if pending.pending_end(mission, actor=actor, because=pending.ENDED) and not savestate.ensure_current(mission):
+        savestate.sections_refresh(mission, sections.touched("pending.ended"))
+
+
+def _interrupt(mission: Mission, run: Run, *, detail: str) -> None:
+    """End a run whose agent fell silent (its mission locked): the system interrupts it."""
+    run_end(mission, run, event="interrupt", to=MissionStatus.READY, stop_reason=StopReason.INTERRUPTED, detail=detail, actor=SYSTEM)
 
 
 def run_stop(*, actor: Actor, run_id: int, reason: str, detail: str = "", retry_at: datetime | None = None) -> Run:
@@ -128,15 +138,7 @@ def sweep_stalled_runs(now: datetime | None = None) -> int:
             run = Run.objects.get(pk=run_id)
             if run.ended_at is not None or not run.is_stale(now):
                 continue
-            run_end(
-                mission,
-                run,
-                event="interrupt",
-                to=MissionStatus.READY,
-                stop_reason=StopReason.INTERRUPTED,
-                detail="The run stopped sending heartbeats.",
-                actor=SYSTEM,
-            )
+            _interrupt(mission, run, detail="The run stopped sending heartbeats.")
             notify_run_stalled(mission, run)
             ended += 1
     return ended

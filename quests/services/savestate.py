@@ -27,7 +27,6 @@ from django.db.models import Max
 from checkpoints import compaction, refmaps, sections, services as storage
 from checkpoints.models import Checkpoint, Operation, Record, RecordKind, Trigger
 from checkpoints.pruning import blob_writers_guard
-from checkpoints.roundtrip import RoundTrip, Selected
 from quests.engine import writes
 from quests.models import Mission, Run
 from quests.services.locking import named_now
@@ -43,6 +42,8 @@ RECORD_SECTIONS = sections.RECORD_SECTIONS
 # The sections kept current by the services; `mission` and `archive` come from the mission row.
 SECTIONS = sections.KEPT
 ZERO_TOTAL = {"notes": 0, "tool_outputs": 0, "bytes": 0}
+# An agent state as its parts: {key: sha256}, {sha256: canonical JSON}, and its size in bytes.
+AgentParts = tuple[dict[str, str], dict[str, bytes], int]
 # --- The current document, kept up to date -------------------------------------------------------
 
 
@@ -52,17 +53,16 @@ def record_change(kind: str, *, resolves: bool = False) -> str:
     return "record.resolving" if resolves else f"record.{kind}"
 
 
-def read_sections(trip: RoundTrip, mission_id: int, names: Iterable[str]) -> dict[str, Selected]:
-    """Add the reads of `names` to `trip`; pass the result to `apply_sections` once it has run."""
-    return {name: trip.select(section_rows(mission_id, name)) for name in dict.fromkeys(names)}
+def read_sections(mission_id: int, names: Iterable[str]) -> dict[str, list[Any]]:
+    """The rows each of `names` is made of, read from its table; pass them to `apply_sections`."""
+    return {name: list(section_rows(mission_id, name)) for name in dict.fromkeys(names)}
 
 
-def apply_sections(mission: Mission, read: dict[str, Selected], *, rows: dict[str, list[Any]] | None = None) -> None:
-    """Make the mission's current document hold these sections as read (or as given in `rows`,
-    for a caller that changed what it read in memory). Saved by `state_changed` or a checkpoint."""
+def apply_sections(mission: Mission, read: dict[str, list[Any]]) -> None:
+    """Make the mission's current document hold these sections as read. Saved by
+    `state_changed` or a checkpoint."""
     report = _report(mission)
-    for name in read.keys() | (rows or {}).keys():
-        found = rows[name] if rows and name in rows else read[name].rows
+    for name, found in read.items():
         if name == "operations":
             apply_ledger(mission, found, whole=True)
             continue
@@ -102,16 +102,16 @@ def _drop_part(mission: Mission, name: str) -> None:
 # chunk that holds it, a new operation the last chunk, whatever the length of the ledger.
 
 
-def read_ledger(trip: RoundTrip, mission: Mission, operation_id: int | None = None) -> Selected:
-    """Add to `trip` the read of the ledger rows a change rewrites: the chunk that holds
-    `operation_id`, or (None: an operation planned in this trip, before this read) the last chunk
-    and what follows it. Pass its rows to `apply_ledger`."""
+def read_ledger(mission: Mission, operation_id: int | None = None) -> list[dict[str, Any]]:
+    """The ledger rows a change rewrites: the chunk that holds `operation_id`, or (None: an
+    operation about to be planned) the last chunk and what follows it. Pass them to `apply_ledger`.
+    (The operation ledger's lock reads the same rows in its own statement: `quests.engine.operations`.)"""
     firsts = _report(mission)["ledger"]
     if operation_id is None:
         first, before = (max(firsts) if firsts else None), None
     else:
         first, before = sections.bounds(firsts, operation_id)
-    return trip.select(ledger_rows(mission.pk, first, before))
+    return list(ledger_rows(mission.pk, first, before))
 
 
 def apply_ledger(mission: Mission, rows: list[dict[str, Any]], *, whole: bool = False) -> None:
@@ -134,21 +134,28 @@ def ledger_row(op: Operation) -> dict[str, Any]:
 
 
 def sections_refresh(mission: Mission, names: Iterable[str] = SECTIONS, *, recount: bool = False) -> None:
-    """Read and apply sections in one round trip; `recount` also recounts the archive totals and the
+    """Read and apply sections; `recount` also recounts the archive totals and the
     record watermark from the tables (after a restore, or for a mission never built)."""
-    trip = RoundTrip()
-    read = read_sections(trip, mission.pk, names)
-    counts = trip.select(archive_counts(mission.pk)) if recount else None
-    trip.run()
+    read = read_sections(mission.pk, names)
+    counts = list(archive_counts(mission.pk)) if recount else None
     apply_sections(mission, read)
     if set(SECTIONS) <= read.keys():
         # Every section is now made by this format's serialisers.
         _report(mission)["format"] = sections.FORMAT
     if counts is not None:
-        row = counts.rows[0] if counts.rows else {}
+        row = counts[0] if counts else {}
         report = _report(mission)
         report["archived_total"] = {"notes": row.get("notes", 0), "tool_outputs": row.get("tool_outputs", 0), "bytes": row.get("bytes") or 0}
         report["watermark"] = Record.objects.filter(mission_id=mission.pk).aggregate(m=Max("pk"))["m"] or 0
+
+
+def new_mission_document(mission: Mission, constraints: list[dict[str, Any]]) -> None:
+    """The current document of a mission just created, made without reading its tables: every
+    section empty but its constraints (rows as `section_rows` reads them), nothing archived. It
+    is what `sections_refresh(recount=True)` would read back."""
+    mission.state_refs, mission.state_pending, mission.state_report = {}, {}, {}
+    apply_sections(mission, {name: constraints if name == "constraints" else [] for name in SECTIONS})
+    _report(mission)["format"] = sections.FORMAT
 
 
 def ensure_current(mission: Mission) -> bool:
@@ -207,13 +214,11 @@ def _report(mission: Mission) -> dict[str, Any]:
 def state_document(mission: Mission) -> dict[str, Any]:
     """The state document rebuilt from the tables, with no side effect: what the current document
     must equal at every moment."""
-    trip = RoundTrip()
-    read = read_sections(trip, mission.pk, SECTIONS)
-    counts = trip.select(archive_counts(mission.pk))
-    trip.run()
-    document: dict[str, Any] = {name: section_value(name, step.rows) for name, step in read.items() if name != "operations"}
-    document.update(sections.chunks("operations", list(map(sections.operation_item, read["operations"].rows))))
-    row = counts.rows[0] if counts.rows else {}
+    read = read_sections(mission.pk, SECTIONS)
+    counts = list(archive_counts(mission.pk))
+    document: dict[str, Any] = {name: section_value(name, rows) for name, rows in read.items() if name != "operations"}
+    document.update(sections.chunks("operations", list(map(sections.operation_item, read["operations"]))))
+    row = counts[0] if counts else {}
     document["archive"] = {"notes": row.get("notes", 0), "tool_outputs": row.get("tool_outputs", 0), "bytes": row.get("bytes") or 0}
     document["mission"] = _mission_section(mission)
     return document
@@ -246,7 +251,7 @@ def take_checkpoint(
     trigger: str,
     run: Run | None = None,
     agent_state: dict[str, Any] | None = None,
-    agent_parts: tuple[dict[str, str], dict[str, bytes], int] | None = None,
+    agent_parts: AgentParts | None = None,
     note: str = "",
     guarded: bool = False,
     stored: AbstractSet[str] = frozenset(),
@@ -256,17 +261,18 @@ def take_checkpoint(
 ) -> Checkpoint:
     """Write a checkpoint of the mission (whose row the caller holds locked) and move its head.
 
-    The agent's checkpoints and background snapshots copy the current document. The system's
-    own (a stop, an approval, a milestone, a restore) come after changes made by the people-side
-    services and rebuild every section (and recount the archive) first, so they never depend on a
-    section being refreshed. The write is the engine's one statement (`writes.checkpoint_write`),
-    which also beats `run` (`beat`) and remembers the idempotency `key` that asked for it. The
-    agent refs are stored as a delta on the head's base: `head_layout` says how the head stores
-    them when the caller read it with the lock (else the head is read)."""
-    if trigger not in (Trigger.AGENT, Trigger.BACKGROUND):
+    The agent's checkpoints, background snapshots and stops copy the current document (a stop
+    changes the mission row, which the `mission` section is made from when the checkpoint is
+    written, and ends pending items, whose sections `runs.pending_ended` refreshes). The system's
+    other checkpoints (an approval, a milestone, a restore) come after changes made by the
+    people-side services and rebuild every section (and recount the archive) first, so they never
+    depend on a section being refreshed. The write is the engine's one statement (`writes.checkpoint_write`),
+    which also beats `run` (`beat`) and remembers the idempotency `key` that asked for it; the agent
+    refs go as a delta on the head's base (`head_layout`: as read with the lock; else the head is read)."""
+    if trigger not in (Trigger.AGENT, Trigger.BACKGROUND, Trigger.STOP):
         # A restore sets records aside, so the archive totals are counted again too.
         sections_refresh(mission, recount=True)
-    return _write(
+    checkpoint = _write(
         mission,
         trigger=trigger,
         run=run,
@@ -278,6 +284,26 @@ def take_checkpoint(
         beat=beat,
         key=key,
         head_layout=head_layout,
+    )
+    assert checkpoint is not None  # written under the mission's lock: nothing can have moved
+    return checkpoint
+
+
+def take_checkpoint_unless_moved(seen: writes.Locked, *, agent_parts: AgentParts, note: str, key: writes.Key, claim: writes.Claim) -> Checkpoint | None:
+    """The agent's checkpoint of a mission read without its lock (`seen`, by `writes.checkpoint_read`): written only if
+    the mission row is still as read, in one autocommit statement that takes the blob writers' guard itself; else None."""
+    return _write(
+        seen.mission,
+        trigger=Trigger.AGENT,
+        run=seen.run,
+        agent_parts=agent_parts,
+        note=note,
+        guarded=True,
+        stored=seen.head_parts(),
+        beat=True,
+        key=key,
+        claim=claim,
+        head_layout=seen.head_layout(),
     )
 
 
@@ -298,9 +324,7 @@ def head_of(mission: Mission) -> Checkpoint | None:
     return named_now(mission, "head_checkpoint", Checkpoint.objects.with_refs())
 
 
-def _agent_side(
-    mission: Mission, agent_state: dict[str, Any] | None, agent_parts: tuple[dict[str, str], dict[str, bytes], int] | None
-) -> tuple[dict[str, str], dict[str, bytes], int]:
+def _agent_side(mission: Mission, agent_state: dict[str, Any] | None, agent_parts: AgentParts | None) -> AgentParts:
     """The agent state's refs, the contents that may be new, and its size. With neither a state
     nor its parts, the head's agent state is carried over by reference (the system's checkpoints)."""
     if agent_parts is not None:
@@ -308,6 +332,11 @@ def _agent_side(
     if agent_state is None:
         head = head_of(mission)
         return (dict(head.agent_state_refs), {}, head.agent_state_bytes) if head else ({}, {}, 0)
+    return agent_parts_of(agent_state)
+
+
+def agent_parts_of(agent_state: dict[str, Any]) -> AgentParts:
+    """An agent state split into its content-addressed parts, with its size."""
     refs, contents = storage.parts(agent_state)
     return refs, contents, sum(len(contents[sha]) for sha in refs.values())
 
@@ -318,15 +347,16 @@ def _write(
     trigger: str,
     run: Run | None = None,
     agent_state: dict[str, Any] | None = None,
-    agent_parts: tuple[dict[str, str], dict[str, bytes], int] | None = None,
+    agent_parts: AgentParts | None = None,
     note: str = "",
     guarded: bool = False,
     archived: "compaction.Archived | None" = None,
     stored: AbstractSet[str] = frozenset(),
     beat: bool = False,
     key: writes.Key | None = None,
+    claim: writes.Claim | None = None,
     head_layout: refmaps.AgentLayout | None = None,
-) -> Checkpoint:
+) -> Checkpoint | None:
     if not guarded:
         blob_writers_guard()
     if archived is None and _report(mission)["archive_due"]:
@@ -342,9 +372,8 @@ def _write(
         note_cutoff=report["note_cutoff"],
     )
     agent_refs, agent_contents, agent_size = _agent_side(mission, agent_state, agent_parts)
-    if head_layout is None and agent_state is None and agent_parts is None and (head := head_of(mission)) is not None:
-        head_layout = head.agent_layout  # read anyway to carry its agent state over; else a new base
-    agent_layout = refmaps.agent_layout(agent_refs, head_layout)
+    carried = head_layout is None and agent_state is None and agent_parts is None  # the head's agent state (no head: a new base)
+    agent_layout = refmaps.agent_layout(agent_refs, head.agent_layout if carried and (head := head_of(mission)) else head_layout)
     unstored_parts(mission)  # stored with the checkpoint's blobs (they are in `contents`)
     report["since"] = {"tool_outputs": 0, "bytes": 0}
     report["archive_due"] = False
@@ -369,7 +398,9 @@ def _write(
         mission_state_refs=mission.state_refs,
         mission_state_report=mission.state_report,
     )
-    written = writes.checkpoint_write(row, beat_run_id=run.pk if beat and run else None, key=key, key_owner_id=mission.owner_id)
+    written = writes.checkpoint_write(row, beat_run_id=run.pk if beat and run else None, key=key, key_owner_id=mission.owner_id, claim=claim)
+    if written is None:
+        return None
     checkpoint = Checkpoint(
         id=written.id,
         created_at=written.created_at,

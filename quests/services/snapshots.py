@@ -62,12 +62,27 @@ def state_changed(
     resolves: int | None = None,
 ) -> None:
     """Called by every service that changes save state, in its transaction, holding the mission's
-    lock, saying what changed (a kind of `checkpoints.sections.CHANGES`). Refreshes the sections
-    that kind of change touches (none when the service `applied` them itself, from the rows it
-    read), bumps the mission's state version (live pages poll it), saves the current document
-    (with the ledger chunks made meanwhile, `savestate.unstored_parts`) and asks for a technical
-    snapshot: one statement (`writes.state_save`), which also remembers the idempotency `key` that
-    made `made_id` and tells the record a new record `resolves` who resolved it."""
+    lock, saying what changed (a kind of `checkpoints.sections.CHANGES`): saves the current
+    document as `state_save_of` makes it, in one statement (`writes.state_save`), which also
+    remembers the idempotency `key` that made `made_id` and tells the record a new record
+    `resolves` who resolved it. (The operation ledger sends the same save in its own write.)"""
+    save = state_save_of(mission, change, applied=applied, key=key, made_id=made_id, resolves=resolves)
+    snapshot_asked(writes.state_save(save), save)
+
+
+def state_save_of(
+    mission: Mission,
+    change: str,
+    *,
+    applied: bool = False,
+    key: writes.Key | None = None,
+    made_id: int | None = None,
+    resolves: int | None = None,
+) -> writes.StateSave:
+    """The save after a change: refreshes the sections that kind of change touches (none when the
+    service `applied` them itself, from the rows it read), bumps the mission's state version (live
+    pages poll it), and says what to save: the current document (with the ledger chunks made
+    meanwhile, `savestate.unstored_parts`) and a technical snapshot to ask for."""
     touched = sections.touched(change)  # (an undeclared kind of change is a KeyError, applied or not)
     if applied:
         touched = ()
@@ -84,24 +99,26 @@ def state_changed(
     # quiet spell is taken at once; activity while a request is pending joins it.
     if mission.snapshot_claimed_at is not None:
         not_before = max(now, mission.snapshot_claimed_at + timedelta(seconds=settings.QUESTLOG_SNAPSHOT_INTERVAL))
-    request_id = writes.state_save(
-        writes.StateSave(
-            mission_id=mission.pk,
-            state_version=mission.state_version,
-            state_refs=mission.state_refs,
-            state_pending=mission.state_pending,
-            state_report=mission.state_report,
-            snapshot_not_before=not_before,
-            key=key,
-            key_owner_id=mission.owner_id,
-            object_id=made_id,
-            resolves=resolves,
-            parts=unstored,
-        )
+    return writes.StateSave(
+        mission_id=mission.pk,
+        state_version=mission.state_version,
+        state_refs=mission.state_refs,
+        state_pending=mission.state_pending,
+        state_report=mission.state_report,
+        snapshot_not_before=not_before,
+        key=key,
+        key_owner_id=mission.owner_id,
+        object_id=made_id,
+        resolves=resolves,
+        parts=unstored,
     )
+
+
+def snapshot_asked(request_id: int | None, save: writes.StateSave) -> None:
+    """After a save that asked for a snapshot (`request_id`; None when one was pending already):
+    the message goes out after commit; if publishing fails the sweep publishes it later."""
     if request_id is not None:
-        # The message goes out after commit; if publishing fails the sweep publishes it later.
-        transaction.on_commit(lambda: snapshot_enqueue(request_id, not_before))
+        transaction.on_commit(lambda: snapshot_enqueue(request_id, save.snapshot_not_before))
 
 
 def snapshot_enqueue(request_id: int, not_before: datetime | None = None) -> bool:

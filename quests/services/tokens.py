@@ -2,7 +2,7 @@
 
 import hashlib
 import secrets
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from django.utils import timezone
 
@@ -11,6 +11,7 @@ from quests.services.audit import Actor, audit
 from quests.services.errors import InvalidInput, NotFound
 
 TOKEN_PREFIX = "qlt_"
+USE_RECORDED_EVERY = timedelta(minutes=1)
 
 
 def hash_token(raw: str) -> str:
@@ -30,12 +31,23 @@ def token_authenticate(raw: str) -> AgentToken | None:
     token = AgentToken.objects.select_related("user").filter(token_hash=hash_token(raw), revoked_at__isnull=True).first()
     if token is None or not token.user.is_active:
         return None
-    now = timezone.now()
-    # Record use at most once a minute: a busy agent must not turn every read into a write.
-    if token.last_used_at is None or now - token.last_used_at > timedelta(minutes=1):
-        AgentToken.objects.filter(pk=token.pk).update(last_used_at=now)
-        token.last_used_at = now
+    if use_due(token.last_used_at):
+        token.last_used_at = token_used(token.pk)
     return token
+
+
+def use_due(last_used_at: datetime | None) -> bool:
+    """Whether a token's use is to be recorded: at most once a minute, so that a busy agent does
+    not turn every read into a write."""
+    return last_used_at is None or timezone.now() - last_used_at > USE_RECORDED_EVERY
+
+
+def token_used(token_id: int | None) -> datetime:
+    """Record that the token (if any) was used now."""
+    now = timezone.now()
+    if token_id is not None:
+        AgentToken.objects.filter(pk=token_id).update(last_used_at=now)
+    return now
 
 
 def token_revoke(*, user, token_id: int) -> AgentToken:

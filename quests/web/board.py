@@ -9,8 +9,8 @@ from django.http import HttpRequest, HttpResponse
 from django.urls import reverse
 from django.views.decorators.vary import vary_on_headers
 
-from quests import selectors
 from quests.models import MissionStatus
+from quests.selectors import board as board_reads
 from quests.storable import Unstorable
 from quests.web import HtmxHttpRequest
 from quests.web.live import poll_every
@@ -34,7 +34,7 @@ def board_state(request: HttpRequest) -> tuple[str, str, Any, Problem | None]:
 @page("board", TEMPLATE, fragments=FRAGMENTS)
 def board_context(request: HttpRequest, problem: Problem | None = None) -> dict[str, Any]:
     status, q, page_number, refused = board_state(request)
-    board = selectors.board(request.user, status or None, q, page_number)
+    board = board_reads.board(request.user, status or None, q, page_number)
     # The page's own address keeps its filter, search and page (shareable; the back button works).
     state = {key: value for key, value in (("status", status), ("q", q)) if value}
     here = {**state, **({"page": board["page"].number} if board["page"].number > 1 else {})}
@@ -60,7 +60,7 @@ def board(request: HtmxHttpRequest) -> HttpResponse:
     since = request.GET.get("since")
     if request.htmx and since:
         status, q, page_number, refused = board_state(request)
-        if not refused and since == selectors.board_version(request.user, status or None, q, page_number):
+        if not refused and since == board_reads.board_version(request.user, status or None, q, page_number):
             return HttpResponse(status=204)
     context = board_context(request)
     return render_page(request, TEMPLATE, context, fragments=FRAGMENTS, status=422 if context["search_refused"] else 200)

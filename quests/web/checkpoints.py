@@ -7,8 +7,8 @@ from django.shortcuts import render
 
 from checkpoints.models import Checkpoint
 from checkpoints.services import checkpoint_documents
-from quests import selectors_mission, statediff
 from quests.models import Mission
+from quests.selectors import compare
 from quests.services import machine
 from quests.web.pages import NUMBER_DIGITS, get_or_404, query_number
 
@@ -20,7 +20,7 @@ def checkpoint_detail(request: HttpRequest, pk: int) -> HttpResponse:
     raw_seq = request.GET.get("compare")
     asked_seq = query_number((raw_seq or "").strip().lstrip("#"))
     against_id = query_number(request.GET.get("against"))
-    choices = selectors_mission.compare_choices(checkpoint, mission, against_id=against_id, seq=asked_seq)
+    choices = compare.compare_choices(checkpoint, mission, against_id=against_id, seq=asked_seq)
     error = _compare_error(raw_seq, asked_seq, choices, checkpoint)
     chosen = None if raw_seq is None or error else choices.asked
     if chosen is None:
@@ -29,10 +29,10 @@ def checkpoint_detail(request: HttpRequest, pk: int) -> HttpResponse:
     # The choices are light rows; the one compared with is read whole (its state references).
     against = Checkpoint.objects.get(pk=chosen.pk) if chosen else None
     state, agent_state = checkpoint_documents(checkpoint)
-    changes: list[statediff.Change] = []
+    changes: list[compare.Change] = []
     if against is not None:
         old_state, old_agent_state = checkpoint_documents(against)
-        changes = statediff.diff(statediff.document(old_state, old_agent_state), statediff.document(state, agent_state))
+        changes = compare.diff(compare.document(old_state, old_agent_state), compare.document(state, agent_state))
     return render(
         request,
         "quests/checkpoint.html",
@@ -53,7 +53,7 @@ def checkpoint_detail(request: HttpRequest, pk: int) -> HttpResponse:
     )
 
 
-def _compare_error(raw: str | None, seq: int | None, choices: selectors_mission.CompareChoices, checkpoint: Checkpoint) -> str:
+def _compare_error(raw: str | None, seq: int | None, choices: compare.CompareChoices, checkpoint: Checkpoint) -> str:
     """Why the number typed in "Compare with #" names nothing to compare with ("" when it does)."""
     if raw is None:
         return ""

@@ -12,11 +12,11 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 from django.views.decorators.vary import vary_on_headers
 
-from quests import selectors
 from quests.context_processors import inbox_badge
 from quests.forms import DecisionForm, ReviewForm
 from quests.models import Approval, Milestone
-from quests.services import approvals, standing
+from quests.selectors import people
+from quests.services import approvals, milestones, standing
 from quests.web import HtmxHttpRequest
 from quests.web.pages import Problem, act, actor, get_or_404, mission_url, page, query_number, render_page, unsent_problem
 
@@ -24,17 +24,17 @@ TEMPLATE = "quests/inbox.html"
 FRAGMENTS = {"inbox"}
 
 
-def inbox_filter(request: HttpRequest) -> selectors.InboxFilter:
+def inbox_filter(request: HttpRequest) -> people.InboxFilter:
     """The quest and kind the inbox is narrowed to (?quest=<id>&kind=approval|milestone); anything
     else in the query means no narrowing by it."""
     kind = request.GET.get("kind")
-    return selectors.InboxFilter(mission_id=query_number(request.GET.get("quest")), kind=kind if kind in selectors.INBOX_KINDS else None)
+    return people.InboxFilter(mission_id=query_number(request.GET.get("quest")), kind=kind if kind in people.INBOX_KINDS else None)
 
 
 @page("inbox", TEMPLATE, fragments=FRAGMENTS)
 def inbox_context(request: HttpRequest, problem: Problem | None = None) -> dict[str, Any]:
     narrowed = inbox_filter(request)
-    waiting = selectors.inbox(request.user, request.GET.get("page") or 1, narrowed)
+    waiting = people.inbox(request.user, request.GET.get("page") or 1, narrowed)
     inline = {(item.kind, item.obj.pk) for item in waiting.items}
     number = waiting.page.number
     query = {key: value for key, value in (("quest", narrowed.mission_id), ("kind", narrowed.kind)) if value is not None}
@@ -44,11 +44,11 @@ def inbox_context(request: HttpRequest, problem: Problem | None = None) -> dict[
         "total": waiting.total,
         "proposals": waiting.proposals,
         "narrowed": narrowed,
-        "quests": selectors.inbox_quests(request.user),
-        "kinds": selectors.INBOX_KINDS,
+        "quests": people.inbox_quests(request.user),
+        "kinds": people.INBOX_KINDS,
         # The pager's links keep the filter.
         "filter_query": urlencode(query),
-        "just_decided": selectors.recent_decisions(request.user),
+        "just_decided": people.recent_decisions(request.user),
         "undo_seconds": settings.QUESTLOG_UNDO_SECONDS,
         "problem": problem,
         "problem_inline": problem is not None and problem.target in inline,
@@ -109,7 +109,7 @@ def milestone_review(request: HtmxHttpRequest, pk: int) -> HttpResponse:
 
     def do() -> None:
         data = form.cleaned_data
-        approvals.milestone_review(actor=actor(request), milestone_id=pk, action=data["action"], note=data["note"])
+        milestones.milestone_review(actor=actor(request), milestone_id=pk, action=data["action"], note=data["note"])
 
     return act(request, origin=mission_url(milestone.mission_id), target=("milestone", pk), form=form, do=do)
 

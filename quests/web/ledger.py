@@ -9,7 +9,7 @@ from django.shortcuts import render
 from django.views.decorators.http import require_safe
 
 from quests.models import Mission
-from quests.selectors_ledger import STATUS_OF_GROUP, ledger_page, ledger_status
+from quests.selectors.ledger import STATUS_OF_GROUP, ledger_page, ledger_status
 from quests.web.pages import get_or_404
 
 

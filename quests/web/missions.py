@@ -12,9 +12,11 @@ from django.views.decorators.http import require_http_methods, require_POST
 from django.views.decorators.vary import vary_on_headers
 
 from checkpoints.models import Checkpoint
-from quests import selectors
 from quests.forms import RestoreForm
 from quests.models import Mission
+from quests.selectors.board import mission_version
+from quests.selectors.mission import HistoryWindow, MissionPage, mission_page
+from quests.selectors.people import recent_decisions
 from quests.services import missions
 from quests.web import HtmxHttpRequest
 from quests.web.live import poll_every
@@ -24,12 +26,12 @@ TEMPLATE = "quests/mission.html"
 FRAGMENTS = {"mission-body"}
 
 
-def history_window(request: HttpRequest) -> selectors.HistoryWindow:
+def history_window(request: HttpRequest) -> HistoryWindow:
     """The window of history the page shows, from its URL query. After an action the page comes
     back as it was (pages.answer hands the query of the form's `next` on as the request's GET).
     Anything unreadable is the default."""
     params = request.GET
-    return selectors.HistoryWindow(
+    return HistoryWindow(
         at=query_number(params.get("at")),
         near=query_number(params.get("near")),
         before=query_number(params.get("before")),
@@ -40,7 +42,7 @@ def history_window(request: HttpRequest) -> selectors.HistoryWindow:
 def mission_context(request: HttpRequest, pk: int, problem: Problem | None = None, *, mission: Mission | None = None) -> dict[str, Any]:
     mission = mission or get_or_404(request, Mission, pk)
     window = history_window(request)
-    page_data = selectors.mission_page(mission, window)
+    page_data = mission_page(mission, window)
     query = urlencode(window.query())
     inline = {("constraint", "add"), ("controls", pk), ("restore", pk)}
     inline |= {("approval", a.pk) for a in page_data.pending_approvals}
@@ -49,7 +51,7 @@ def mission_context(request: HttpRequest, pk: int, problem: Problem | None = Non
     return {
         "page": page_data,
         "mission": page_data.mission,
-        "version": selectors.mission_version(page_data.mission),
+        "version": mission_version(page_data.mission),
         "poll_every": poll_every([page_data.mission.status], running="mission", idle="mission_idle"),
         "problem": problem,
         # A form that vanished with the change (an approval someone else decided) shows its
@@ -59,13 +61,13 @@ def mission_context(request: HttpRequest, pk: int, problem: Problem | None = Non
         "page_url": mission_url(page_data.mission.pk) + (f"?{query}" if query else ""),
         "window_query": query,
         # What the person just decided here, with Undo while the agent has not started again.
-        "just_decided": selectors.recent_decisions(request.user, mission_id=page_data.mission.pk),
+        "just_decided": recent_decisions(request.user, mission_id=page_data.mission.pk),
         "undo_seconds": settings.QUESTLOG_UNDO_SECONDS,
         "links": window_links(mission_url(page_data.mission.pk), page_data),
     }
 
 
-def window_links(base: str, page_data: selectors.MissionPage) -> dict[str, str | None]:
+def window_links(base: str, page_data: MissionPage) -> dict[str, str | None]:
     """The addresses that move one window and keep the other."""
     window, tree, timeline = page_data.window, page_data.tree, page_data.timeline
 
@@ -90,7 +92,7 @@ def window_links(base: str, page_data: selectors.MissionPage) -> dict[str, str |
 def mission_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     mission = get_or_404(request, Mission, pk)
     since = request.GET.get("since")
-    if request.htmx and since and since == selectors.mission_version(mission):
+    if request.htmx and since and since == mission_version(mission):
         return HttpResponse(status=204)
     problem = None if request.htmx else unsent_problem(request)
     return render_page(request, TEMPLATE, mission_context(request, pk, problem, mission=mission), fragments=FRAGMENTS)

@@ -13,8 +13,8 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_http_methods, require_POST
 from django.views.decorators.vary import vary_on_headers
 
-from quests import selectors
 from quests.forms import TokenForm, first_error
+from quests.selectors import people
 from quests.services import tokens
 from quests.services.errors import ServiceError
 from quests.storable import Unstorable
@@ -35,10 +35,10 @@ def tokens_context(request: HttpRequest, problem: Problem | None = None, *, new_
     except Unstorable as exc:
         mission_q, search_problem = None, exc.message  # not searched: the choices say why
     chosen = query_number(typing.get("mission"))
-    choices = selectors.token_mission_choices(request.user, mission_q, chosen)
+    choices = people.token_mission_choices(request.user, mission_q, chosen)
     if not any(m.pk == chosen for m in choices.missions):
         chosen = None  # not one the person may choose: "All my missions" is the one checked
-    listed = selectors.tokens(request.user, request.GET.get("page") or 1)
+    listed = people.tokens(request.user, request.GET.get("page") or 1)
     return {
         "tokens": listed,
         "typed_name": typing.get("name", "")[:100],
@@ -80,7 +80,7 @@ def token_list(request: HtmxHttpRequest) -> HttpResponse:
     if request.method == "GET" or "find" in request.POST:
         context = tokens_context(request)
         return render_page(request, TEMPLATE, context, fragments=FRAGMENTS, status=422 if context["search_problem"] else 200)
-    form = TokenForm(request.POST, missions=selectors.token_missions(request.user))
+    form = TokenForm(request.POST, missions=people.token_missions(request.user))
     if not form.is_valid():
         return _refused(request, first_error(form))
     try:

@@ -16,7 +16,7 @@ from playwright.sync_api import Page, expect
 
 from checkpoints.models import Checkpoint
 from quests.models import Hold, Mission
-from quests.services import approvals, memory, missions, runs
+from quests.services import approvals, memory, milestones, missions, runs
 from quests.services.tokens import token_create
 from tests.builders import (
     agent_for,
@@ -104,7 +104,7 @@ def mission_running_then_waiting_on_you(world):
     """Running with a milestone awaiting review (scanned), then also an approval pending."""
     agent = agent_for(world.user)
     mission, run = running(world.user, agent=agent)
-    approvals.milestone_claim(
+    milestones.milestone_claim(
         actor=agent,
         run_id=run.pk,
         kind="research_complete",

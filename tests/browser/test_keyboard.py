@@ -8,7 +8,7 @@ from playwright.sync_api import Locator, Page, expect
 
 from checkpoints.models import Checkpoint
 from quests.models import Approval, Constraint, Milestone, Mission
-from quests.services import approvals, records
+from quests.services import approvals, milestones, records
 from tests.builders import agent_for, running
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -56,7 +56,7 @@ def mission_with_everything_to_do(user) -> tuple[Mission, Approval, Milestone]:
     agent = agent_for(user)
     mission, run = running(user, "Book the Lisbon trip", agent=agent)
     records.checkpoint_create(actor=agent, run_id=run.pk, agent_state={"step": "search"})
-    milestone, _ = approvals.milestone_claim(
+    milestone, _ = milestones.milestone_claim(
         actor=agent,
         run_id=run.pk,
         kind="research_complete",

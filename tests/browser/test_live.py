@@ -6,7 +6,7 @@ on every page, and a hidden tab asks nothing."""
 import pytest
 from playwright.sync_api import expect
 
-from quests.services import approvals, missions, records, runs
+from quests.services import approvals, milestones, missions, records, runs
 from tests.builders import agent_for, new_mission, person, running, waiting_on_approval, waiting_on_gate
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -23,7 +23,7 @@ def running_with_milestone(user):
     """A running mission with a milestone waiting for review (not a gate: the agent goes on)."""
     agent = agent_for(user)
     mission, run = running(user, agent=agent)
-    milestone, _ = approvals.milestone_claim(
+    milestone, _ = milestones.milestone_claim(
         actor=agent,
         run_id=run.pk,
         kind="research_complete",
@@ -77,7 +77,7 @@ def test_a_poll_that_would_remove_the_form_being_typed_in_is_held_back_and_annou
     box.press_sequentially("Only peer-reviewed sources")
     mark_body(page)
 
-    approvals.milestone_review(actor=person(alice), milestone_id=milestone.pk, action="approve")  # as if in another tab
+    milestones.milestone_review(actor=person(alice), milestone_id=milestone.pk, action="approve")  # as if in another tab
 
     notice = page.locator("#live-notice")
     expect(notice).to_be_visible()

@@ -6,7 +6,7 @@ import pytest
 from playwright.sync_api import expect
 
 from checkpoints.models import Checkpoint
-from quests.checkpoint_tree import TREE_REACH
+from quests.selectors.tree import TREE_REACH
 from tests.builders import long_history
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]

@@ -13,7 +13,7 @@ from playwright.sync_api import expect
 
 from checkpoints.models import Checkpoint, Operation
 from quests.models import Approval, Constraint, ConstraintSource
-from quests.services import approvals, records, runs
+from quests.services import milestones, records, runs
 from tests.browser.test_accessibility import assert_no_violations
 from tests.builders import agent_for, running, waiting_on_approval, waiting_on_gate
 
@@ -221,7 +221,7 @@ def test_times_show_in_the_browsers_time_zone_with_its_name(browser, live_server
 def test_the_inbox_lists_what_blocks_an_agent_first_then_by_deadline(page, open_page, login, alice, width):
     agent = agent_for(alice)
     quiet, run = running(alice, "Progress only", agent=agent)
-    approvals.milestone_claim(actor=agent, run_id=run.pk, kind="custom", title="A progress note", gate=False)
+    milestones.milestone_claim(actor=agent, run_id=run.pk, kind="custom", title="A progress note", gate=False)
     waiting_on_gate(alice, "Gate quest", agent=agent)
     _, late = waiting_on_approval(alice, "Late quest", action="send the late email", agent=agent)
     _, soon = waiting_on_approval(alice, "Soon quest", action="send the urgent email", agent=agent)

@@ -13,12 +13,11 @@ from django.core.paginator import Page, Paginator
 from django.db.models import Case, CharField, DateTimeField, F, IntegerField, Q, QuerySet, Value, When
 from django.utils import timezone
 
-from quests.models import AgentToken, Approval, Milestone, Mission, MissionStatus
-from quests.selectors_common import HEAVY_CHECKPOINT_FIELDS, mission_matches
+from quests.models import AgentToken, Approval, ApprovalStatus, MemoryProposal, Milestone, Mission, MissionStatus
+from quests.selectors.common import HEAVY_CHECKPOINT_FIELDS, mission_matches
 from quests.services.access import visible
 from quests.services.approvals import run_started_since_decision, undo_refusal, undo_until
 from quests.services.audit import Actor
-from quests.services.inbox import inbox_approvals, inbox_items_count, inbox_milestones, memory_proposals_waiting
 
 INBOX_PAGE_SIZE = 25
 TOKENS_PAGE_SIZE = 25
@@ -235,3 +234,32 @@ def token_mission_choices(user, q: str | None, chosen: int | None) -> MissionCho
         .only("id", "title", "updated_at")[: MISSION_CHOICES + 1]
     )
     return MissionChoices(missions=found[:MISSION_CHOICES], searched=q is not None, more=len(found) > MISSION_CHOICES)
+
+
+# The counts of what waits for a person (the inbox page and the navigation's badge).
+def inbox_approvals(user):
+    return Approval.objects.filter(owner=user, status=ApprovalStatus.PENDING)
+
+
+def inbox_milestones(user):
+    """Gate milestones wait on a person; others are reviewable too but do not block."""
+    return Milestone.objects.awaiting_review().filter(owner=user)
+
+
+def memory_proposals_waiting(user):
+    """What an agent asked to remember, waiting for the person's decision (on the Memory page)."""
+    return MemoryProposal.objects.filter(owner=user, status=MemoryProposal.Status.PENDING)
+
+
+def _ids(qs):
+    return qs.values("id").order_by()
+
+
+def inbox_items_count(user) -> int:
+    """What the inbox page lists: approvals and milestones (one query)."""
+    return _ids(inbox_approvals(user)).union(_ids(inbox_milestones(user)), all=True).count()
+
+
+def inbox_count(user) -> int:
+    """The navigation's badge: everything waiting for the person, memory proposals included (one query)."""
+    return _ids(inbox_approvals(user)).union(_ids(inbox_milestones(user)), _ids(memory_proposals_waiting(user)), all=True).count()

@@ -1,9 +1,7 @@
-"""Every statement of the agent's hot path, by name. Parameters are named (`%(name)s`); the runner
-binds them server-side on PostgreSQL and as `:name` on SQLite.
+"""A run's writes: the lock of its mission, the agent's checkpoint (locked, and in two round trips),
+the heartbeat, a record, the save state after a change, and a run's start."""
 
-A statement that only PostgreSQL can run in one piece (row locks, advisory locks, data-modifying
-CTEs) has a `_PG` text; its SQLite counterpart is the same work as `_SQLITE` steps run in order
-(SQLite serialises writers at BEGIN IMMEDIATE, so it needs no row lock)."""
+from quests.engine.sql.refmaps import AGENT_BASE_JOIN, AGENT_REFS_PG, AGENT_REFS_SQLITE
 
 # The columns of a mission and a run, in their models' field order (`runner.model_from_row`
 # builds the instances from them).
@@ -17,13 +15,15 @@ RUN_COLUMNS = """
     r.id, r.mission_id, r.number, r.agent, r.started_at, r.heartbeat_at, r.ended_at, r.stop_reason,
     r.stop_detail, r.token_id"""
 
-# --- A checkpoint's references -------------------------------------------------------------------
-# A checkpoint names its maps (checkpoints.refmaps): the state's, and the agent state's base with the
-# checkpoint's delta laid over it (null removes a key). Every statement that reads a checkpoint's
-# agent-state refs resolves them with this join and expression (`{checkpoint}`, `{base}`: aliases).
-AGENT_BASE_JOIN = "LEFT JOIN checkpoints_refmap {base} ON {base}.sha256 = {checkpoint}.agent_map_id"
-AGENT_REFS_PG = "jsonb_strip_nulls({base}.refs || {checkpoint}.agent_delta)"
-AGENT_REFS_SQLITE = "json_patch({base}.refs, {checkpoint}.agent_delta)"
+# The head checkpoint's agent-state refs (so unchanged parts are not sent again) with how they are
+# stored (the new checkpoint's delta goes on the same base), as a run's lock and the agent's
+# checkpoint read them: the columns (`{head_refs}`: the dialect's refs expression) and the joins.
+_HEAD_SEEN_COLUMNS = """head.id AS head_seen_id, {head_refs} AS head_seen_parts,
+       head.agent_map_id AS head_seen_base, head.agent_delta AS head_seen_delta"""
+_HEAD_SEEN_JOIN = f"""LEFT JOIN checkpoints_checkpoint head ON head.id = m.head_checkpoint_id
+  {AGENT_BASE_JOIN.format(checkpoint="head", base="head_base")}"""
+_HEAD_REFS_PG = AGENT_REFS_PG.format(checkpoint="head", base="head_base")
+_HEAD_REFS_SQLITE = AGENT_REFS_SQLITE.format(checkpoint="head", base="head_base")
 
 # --- Lock a run's mission -------------------------------------------------------------------------
 # The run, its mission locked, and what the write needs to know before it writes: what the
@@ -33,13 +33,11 @@ AGENT_REFS_SQLITE = "json_patch({base}.refs, {checkpoint}.agent_delta)"
 # missions, and only its token's mission when the token is limited to one.
 _LOCK_RUN = f"""
 SELECT {RUN_COLUMNS}, {MISSION_COLUMNS},
-       head.id AS head_seen_id, {{head_refs}} AS head_seen_parts,
-       head.agent_map_id AS head_seen_base, head.agent_delta AS head_seen_delta,
+       {_HEAD_SEEN_COLUMNS},
        earlier.object_id AS replay_object_id, earlier.request_hash AS replay_request_hash
   FROM quests_run r
   JOIN quests_mission m ON m.id = r.mission_id
-  LEFT JOIN checkpoints_checkpoint head ON head.id = m.head_checkpoint_id
-  {AGENT_BASE_JOIN.format(checkpoint="head", base="head_base")}
+  {_HEAD_SEEN_JOIN}
   LEFT JOIN quests_idempotentrequest earlier
          ON earlier.owner_id = m.owner_id
         AND earlier.scope = 'm' || m.id || ':' || %(key_suffix)s
@@ -49,64 +47,138 @@ SELECT {RUN_COLUMNS}, {MISSION_COLUMNS},
    AND (CAST(%(token_mission_id)s AS bigint) IS NULL OR m.id = %(token_mission_id)s)"""
 # Blob writers share an advisory lock that the blob collector takes alone (checkpoints.pruning).
 LOCK_RUN_PG = (
-    _LOCK_RUN.format(head_refs=AGENT_REFS_PG.format(checkpoint="head", base="head_base")).replace(
+    _LOCK_RUN.format(head_refs=_HEAD_REFS_PG).replace(
         "earlier.request_hash AS replay_request_hash",
         "earlier.request_hash AS replay_request_hash,\n       pg_advisory_xact_lock_shared(%(blob_gc_lock)s) AS blob_writers_guard",
     )
     + "\n   FOR UPDATE OF m"
 )
-LOCK_RUN_SQLITE = _LOCK_RUN.format(head_refs=AGENT_REFS_SQLITE.format(checkpoint="head", base="head_base"))
+LOCK_RUN_SQLITE = _LOCK_RUN.format(head_refs=_HEAD_REFS_SQLITE)
 
 # --- Write a checkpoint ----------------------------------------------------------------------------
 # The blobs it needs that are new, the notes a compaction pass archives (their blobs go with the
 # others), its row, the key that made it, the run's heartbeat, and the mission's head moved to it
 # with the save state's bookkeeping. `new_bytes` counts the state's blobs this statement stored.
 # The checkpoint's reference maps that may be new are stored as blobs are (checkpoints.refmaps).
-CHECKPOINT_WRITE_PG = """
-WITH beat AS (
-    UPDATE quests_run SET heartbeat_at = %(now)s WHERE id = %(beat_run_id)s
+# Everything hangs off `claimed`, the row the checkpoint gets its id from: under the mission's row
+# lock (the locked path) it is simply the next id; on the agent's fast path it is the mission row
+# the compare-and-set claimed, so that nothing is written when the mission moved meanwhile.
+_CHECKPOINT_WRITE = """
+WITH {claim}, beat AS (
+    UPDATE quests_run SET heartbeat_at = %(now)s WHERE id = %(beat_run_id)s AND EXISTS (SELECT 1 FROM claimed)
 ), stored AS (
     INSERT INTO "checkpoints_blob" (sha256, data, size_bytes, media_type, created_at, retention_class, retention_approved_at, expires_at)
     SELECT sent.sha, sent.data, length(sent.data), sent.media_type, %(now)s, 'working', NULL, NULL
       FROM unnest(CAST(%(blob_shas)s AS text[]), CAST(%(blob_data)s AS bytea[]), CAST(%(blob_media)s AS text[])) AS sent(sha, data, media_type)
+     WHERE EXISTS (SELECT 1 FROM claimed)
     ON CONFLICT DO NOTHING
     RETURNING sha256, size_bytes
 ), mapped AS (
     INSERT INTO checkpoints_refmap (sha256, refs)
     SELECT sent.sha, sent.refs FROM unnest(CAST(%(map_shas)s AS text[]), CAST(%(map_refs)s AS jsonb[])) AS sent(sha, refs)
+     WHERE EXISTS (SELECT 1 FROM claimed)
     ON CONFLICT DO NOTHING
 ), archived AS (
     UPDATE checkpoints_record
        SET blob_id = moved.blob_id, text = moved.preview, size_bytes = moved.size_bytes, archived = TRUE
       FROM unnest(CAST(%(archived_ids)s AS bigint[]), CAST(%(archived_blobs)s AS text[]), CAST(%(archived_previews)s AS text[]),
                   CAST(%(archived_sizes)s AS integer[])) AS moved(id, blob_id, preview, size_bytes)
-     WHERE checkpoints_record.id = moved.id
+     WHERE checkpoints_record.id = moved.id AND EXISTS (SELECT 1 FROM claimed)
 ), made AS (
     INSERT INTO checkpoints_checkpoint (
-        created_at, retention_class, retention_approved_at, expires_at, mission_id, run_id, parent_id, seq, trigger,
+        id, created_at, retention_class, retention_approved_at, expires_at, mission_id, run_id, parent_id, seq, trigger,
         hash, verified, verified_at, note, state_map_id, agent_map_id, agent_delta, record_watermark, size_bytes,
         agent_state_bytes, new_bytes, compaction_report)
-    VALUES (
-        %(now)s, 'working', NULL, NULL, %(mission_id)s, %(run_id)s, %(parent_id)s, %(seq)s, %(trigger)s,
-        %(hash)s, false, NULL, %(note)s, %(state_map_id)s, %(agent_map_id)s, CAST(%(agent_delta)s AS jsonb),
-        %(record_watermark)s, %(size_bytes)s, %(agent_state_bytes)s,
+    SELECT
+        claimed.id, %(now)s, 'working', NULL, NULL, CAST(%(mission_id)s AS bigint), CAST(%(run_id)s AS bigint),
+        CAST(%(parent_id)s AS bigint), CAST(%(seq)s AS integer), CAST(%(trigger)s AS text),
+        CAST(%(hash)s AS text), false, NULL, CAST(%(note)s AS text), CAST(%(state_map_id)s AS text), CAST(%(agent_map_id)s AS text),
+        CAST(%(agent_delta)s AS jsonb),
+        CAST(%(record_watermark)s AS bigint), CAST(%(size_bytes)s AS bigint), CAST(%(agent_state_bytes)s AS bigint),
         (SELECT COALESCE(SUM(size_bytes), 0) FROM stored WHERE sha256 = ANY(CAST(%(counted)s AS text[]))),
-        CAST(%(compaction_report)s AS jsonb))
+        CAST(%(compaction_report)s AS jsonb)
+      FROM claimed
     RETURNING id, new_bytes
 ), remembered AS (
     INSERT INTO quests_idempotentrequest (owner_id, scope, key, request_hash, object_id, created_at)
     SELECT %(key_owner_id)s, %(key_scope)s, CAST(%(key)s AS text), %(request_hash)s, made.id, %(now)s
       FROM made
      WHERE CAST(%(key)s AS text) IS NOT NULL
-), moved AS (
-    UPDATE quests_mission
-       SET head_checkpoint_id = made.id, next_checkpoint_seq = %(seq)s + 1, updated_at = %(now)s,
-           state_refs = CAST(%(mission_state_refs)s AS jsonb), state_pending = '{}',
-           state_report = CAST(%(mission_state_report)s AS jsonb)
+){move}
+SELECT id, new_bytes FROM made"""
+# The mission's head moved to the checkpoint, with its save state's bookkeeping.
+_CHECKPOINT_MISSION_MOVED = """UPDATE quests_mission
+       SET head_checkpoint_id = {head}, next_checkpoint_seq = %(seq)s + 1, updated_at = %(now)s,
+           state_refs = CAST(%(mission_state_refs)s AS jsonb), state_pending = '{{}}',
+           state_report = CAST(%(mission_state_report)s AS jsonb)"""
+CHECKPOINT_WRITE_PG = _CHECKPOINT_WRITE.format(
+    claim="claimed AS (\n    SELECT nextval('checkpoints_checkpoint_id_seq') AS id\n)",
+    move=f""", moved AS (
+    {_CHECKPOINT_MISSION_MOVED.format(head="made.id")}
       FROM made
      WHERE quests_mission.id = %(mission_id)s
+)""",
 )
-SELECT id, new_bytes FROM made"""
+
+# --- The agent's checkpoint in two round trips -------------------------------------------------------
+# Round trip 1, in autocommit, locking nothing: who is calling (an agent token by its hash: valid,
+# not revoked, its user active, and the one mission it may be limited to; or a signed-in user as
+# given), the run and its mission as the caller may see them, the head's agent-state refs (and
+# their base and delta, for the new checkpoint's layout), what
+# the idempotency key already made, a fingerprint of the whole mission row as read, and the id the
+# checkpoint will have. No row: the caller is not authenticated; a row without a run: not found.
+_CALLER = """SELECT t.user_id, t.id AS token_id, t.mission_id AS token_mission_id, t.last_used_at
+          FROM quests_agenttoken t JOIN auth_user u ON u.id = t.user_id
+         WHERE t.token_hash = CAST(%(token_hash)s AS text) AND t.revoked_at IS NULL AND u.is_active
+        UNION ALL
+        SELECT CAST(%(user_id)s AS integer), NULL, CAST(%(token_mission_id)s AS bigint), NULL
+         WHERE CAST(%(token_hash)s AS text) IS NULL"""
+_CHECKPOINT_READ = f"""
+SELECT who.user_id, who.token_id, who.token_mission_id, who.last_used_at,
+       {RUN_COLUMNS}, {MISSION_COLUMNS},
+       {_HEAD_SEEN_COLUMNS},
+       earlier.object_id AS replay_object_id, earlier.request_hash AS replay_request_hash{{extra}}
+  FROM ({_CALLER}) who
+  LEFT JOIN (quests_run r JOIN quests_mission m ON m.id = r.mission_id)
+         ON r.id = %(run_id)s
+        AND m.owner_id = who.user_id
+        AND (who.token_mission_id IS NULL OR m.id = who.token_mission_id)
+  {_HEAD_SEEN_JOIN}
+  LEFT JOIN quests_idempotentrequest earlier
+         ON earlier.owner_id = m.owner_id
+        AND earlier.scope = 'm' || m.id || ':' || %(key_suffix)s
+        AND earlier.key = %(key)s"""
+CHECKPOINT_READ_PG = _CHECKPOINT_READ.format(
+    head_refs=_HEAD_REFS_PG,
+    extra=""",
+       md5(CAST(m AS text)) AS mission_seen,
+       CASE WHEN r.id IS NOT NULL THEN nextval('checkpoints_checkpoint_id_seq') END AS checkpoint_id""",
+)
+# SQLite writes under its database lock (the locked path): nothing to fingerprint or allocate.
+CHECKPOINT_READ_SQLITE = _CHECKPOINT_READ.format(head_refs=_HEAD_REFS_SQLITE, extra=", NULL AS mission_seen, NULL AS checkpoint_id")
+
+# Round trip 2, in autocommit (one statement is one transaction): the checkpoint written only if
+# the mission row is still the one read (same fingerprint, and the run still its active run). The
+# compare-and-set is the mission's update itself: it moves the head to the pre-allocated id and
+# locks the row to the end of the statement, so a concurrent writer either went before (then
+# nothing matches here, and the caller takes the locked path) or waits. It takes the blob
+# writers' shared lock first (`guard`): every insert hangs off `claimed`, so none runs before it.
+# The token's last use is noted here when a minute has passed since the last one.
+CHECKPOINT_CLAIMED_WRITE_PG = _CHECKPOINT_WRITE.format(
+    claim=f"""guard AS (
+    SELECT pg_advisory_xact_lock_shared(%(blob_gc_lock)s)
+), claimed AS (
+    {_CHECKPOINT_MISSION_MOVED.format(head="%(checkpoint_id)s")}
+      FROM guard
+     WHERE quests_mission.id = %(mission_id)s
+       AND quests_mission.active_run_id = %(run_id)s
+       AND md5(CAST(quests_mission AS text)) = %(mission_seen)s
+    RETURNING CAST(%(checkpoint_id)s AS bigint) AS id
+), token_used AS (
+    UPDATE quests_agenttoken SET last_used_at = %(now)s WHERE id = %(used_token_id)s
+)""",
+    move="",
+)
 
 CHECKPOINT_WRITE_SQLITE = (
     "UPDATE quests_run SET heartbeat_at = %(now)s WHERE id = %(beat_run_id)s",
@@ -205,21 +277,21 @@ _RESOLVED_BY = "UPDATE checkpoints_record SET resolved_by_id = %(resolved_by)s W
 _REMEMBER_KEY = """INSERT INTO quests_idempotentrequest (owner_id, scope, key, request_hash, object_id, created_at)
     SELECT %(key_owner_id)s, %(key_scope)s, CAST(%(key)s AS text), %(request_hash)s, %(object_id)s, %(now)s
      WHERE CAST(%(key)s AS text) IS NOT NULL"""
-_SAVE_STATE = """UPDATE quests_mission
+SAVE_STATE = """UPDATE quests_mission
        SET state_version = %(state_version)s, state_refs = CAST(%(state_refs)s AS {json}),
            state_pending = CAST(%(state_pending)s AS {json}), state_report = CAST(%(state_report)s AS {json})
      WHERE id = %(mission_id)s"""
-_ASK_SNAPSHOT = """INSERT INTO checkpoints_snapshotrequest (
+ASK_SNAPSHOT = """INSERT INTO checkpoints_snapshotrequest (
         mission_id, status, requested_at, not_before, claimed_at, claim_token, attempts, enqueued_at, completed_at,
         checkpoint_id, outcome)
     VALUES (%(mission_id)s, 'pending', %(now)s, %(not_before)s, NULL, '', 0, NULL, NULL, NULL, '')
     ON CONFLICT DO NOTHING
     RETURNING id"""
-_STORE_PARTS_PG = """INSERT INTO "checkpoints_blob" (sha256, data, size_bytes, media_type, created_at, retention_class, retention_approved_at, expires_at)
+STORE_PARTS_PG = """INSERT INTO "checkpoints_blob" (sha256, data, size_bytes, media_type, created_at, retention_class, retention_approved_at, expires_at)
     SELECT part.sha, part.data, length(part.data), 'application/json', %(now)s, 'working', NULL, NULL
       FROM unnest(CAST(%(part_shas)s AS text[]), CAST(%(part_data)s AS bytea[])) AS part(sha, data)
     ON CONFLICT DO NOTHING"""
-_STORE_PART_SQLITE = """INSERT INTO "checkpoints_blob" (sha256, data, size_bytes, media_type, created_at, retention_class, retention_approved_at, expires_at)
+STORE_PART_SQLITE = """INSERT INTO "checkpoints_blob" (sha256, data, size_bytes, media_type, created_at, retention_class, retention_approved_at, expires_at)
     VALUES (%(sha)s, %(data)s, length(%(data)s), 'application/json', %(now)s, 'working', NULL, NULL)
     ON CONFLICT DO NOTHING"""
 STATE_SAVE_PG = f"""
@@ -228,19 +300,19 @@ WITH resolver AS (
 ), remembered AS (
     {_REMEMBER_KEY}
 ), stored AS (
-    {_STORE_PARTS_PG}
+    {STORE_PARTS_PG}
 ), saved AS (
-    {_SAVE_STATE.format(json="jsonb")}
+    {SAVE_STATE.format(json="jsonb")}
 ), requested AS (
-    {_ASK_SNAPSHOT}
+    {ASK_SNAPSHOT}
 )
 SELECT id FROM requested"""
 STATE_SAVE_SQLITE = (
     _RESOLVED_BY,
     _REMEMBER_KEY,
-    _STORE_PART_SQLITE,  # once per part
-    _SAVE_STATE.format(json="text"),
-    _ASK_SNAPSHOT,
+    STORE_PART_SQLITE,  # once per part
+    SAVE_STATE.format(json="text"),
+    ASK_SNAPSHOT,
 )
 
 # --- Start a run --------------------------------------------------------------------------------------
@@ -268,14 +340,14 @@ _RUN_MISSION_MOVED = """UPDATE quests_mission
        SET status = %(status)s, run_count = %(number)s, active_run_id = {new}, updated_at = %(now)s,
            state_version = %(state_version)s
      WHERE id = %(mission_id)s"""
-_AUDIT_EVENT = """INSERT INTO quests_auditevent (
+AUDIT_EVENT = """INSERT INTO quests_auditevent (
         created_at, mission_id, actor_user_id, actor_token_id, actor, entity, entity_id, action, from_state, to_state, data)
     VALUES (%(now)s, %(mission_id)s, %(actor_user_id)s, %(actor_token_id)s, %(actor)s, %(entity)s,
         COALESCE(CAST(%(entity_id)s AS bigint), {new}), %(action)s, %(from_state)s, %(to_state)s, CAST(%(data)s AS {json}))"""
 _RUN_KEY = """INSERT INTO quests_idempotentrequest (owner_id, scope, key, request_hash, object_id, created_at)
     SELECT %(key_owner_id)s, %(key_scope)s, CAST(%(key)s AS text), %(request_hash)s, {new}, %(now)s
      WHERE CAST(%(key)s AS text) IS NOT NULL"""
-_AUDIT_EVENTS_PG = """INSERT INTO quests_auditevent (
+AUDIT_EVENTS_PG = """INSERT INTO quests_auditevent (
         created_at, mission_id, actor_user_id, actor_token_id, actor, entity, entity_id, action, from_state, to_state, data)
     SELECT %(now)s, %(mission_id)s, %(actor_user_id)s, %(actor_token_id)s, %(actor)s, event.entity,
            COALESCE(event.entity_id, {new}), event.action, event.from_state, event.to_state, event.data
@@ -290,7 +362,7 @@ WITH started AS (
 ), moved AS (
     {_RUN_MISSION_MOVED.format(new=_NEW_RUN_PG)}
 ), audited AS (
-    {_AUDIT_EVENTS_PG.format(new=_NEW_RUN_PG)}
+    {AUDIT_EVENTS_PG.format(new=_NEW_RUN_PG)}
 ), remembered AS (
     {_RUN_KEY.format(new=_NEW_RUN_PG)}
 )
@@ -298,6 +370,6 @@ SELECT id FROM started"""
 RUN_START_SQLITE = (
     _RUN_INSERT,
     _RUN_MISSION_MOVED.format(new="%(run_id)s"),
-    _AUDIT_EVENT.format(new="%(run_id)s", json="text"),  # once per event
+    AUDIT_EVENT.format(new="%(run_id)s", json="text"),  # once per event
     _RUN_KEY.format(new="%(run_id)s"),
 )

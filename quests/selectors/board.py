@@ -12,29 +12,7 @@ from django.db.models import Count, Max, QuerySet
 from django.template.defaultfilters import pluralize
 
 from quests.models import Milestone, Mission, MissionStatus, ReviewStatus
-from quests.selectors_common import search_missions
-
-# The mission page's read side lives in its own module; its names stay reachable from here.
-from quests.selectors_mission import (  # noqa: F401
-    CHECKPOINT_LIST_FIELDS,
-    HistoryWindow,
-    MissionPage,
-    TimelineEntry,
-    mission_page,
-    timeline,
-)
-from quests.selectors_people import (  # noqa: F401
-    INBOX_KINDS,
-    TOKENS_PAGE_SIZE,
-    InboxFilter,
-    InboxItem,
-    inbox,
-    inbox_quests,
-    recent_decisions,
-    token_mission_choices,
-    token_missions,
-    tokens,
-)
+from quests.selectors.common import search_missions
 from quests.services import machine
 from quests.services.access import visible
 from quests.services.audit import Actor
@@ -211,27 +189,3 @@ def has_quests(user) -> bool:
 
 def mission_version(mission: Mission) -> str:
     return f"{mission.state_version}.{mission.head_checkpoint_id}.{mission.updated_at.timestamp()}"
-
-
-__all__ = [
-    "board",
-    "board_missions",
-    "board_version",
-    "HistoryWindow",
-    "inbox",
-    "mission_page",
-    "mission_version",
-    "milestone_rows",
-    "next_step",
-    "quest_card",
-    "recent_decisions",
-    "timeline",
-    "token_mission_choices",
-    "token_missions",
-    "tokens",
-    "InboxItem",
-    "InboxFilter",
-    "INBOX_KINDS",
-    "inbox_quests",
-    "TOKENS_PAGE_SIZE",
-]

@@ -12,7 +12,7 @@ from django.db.models import Q
 
 from checkpoints.models import Operation, OperationStatus
 from quests.models import Mission
-from quests.selectors_common import newest_per_group
+from quests.selectors.common import newest_per_group
 from quests.services.bundle import OPERATION_GROUPS
 
 LEDGER_SHOWN = 10

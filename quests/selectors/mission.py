@@ -1,4 +1,3 @@
-# Over 400 lines on purpose for now: the mission page's reads move into the quests/selectors/ package (issue 25), one module per page group.
 """Read side of the mission page, at any size. The page shows windows of a mission's history, never
 all of it: the checkpoint tree around a chosen checkpoint, the newest runs and checkpoints of the
 timeline (paged by checkpoint number), the newest decided approvals and reviewed milestones with a
@@ -14,7 +13,6 @@ from django.db.models import Case, OuterRef, Q, Subquery, Value, When
 from django.db.models.functions import Coalesce
 
 from checkpoints.models import BRANCH_POINTS, Checkpoint, Record, Trigger
-from quests.checkpoint_tree import TREE_REACH, CheckpointTree, HistoryShape, Overview, branch_runs, checkpoint_tree, overview
 from quests.models import (
     Approval,
     ApprovalStatus,
@@ -27,8 +25,9 @@ from quests.models import (
     Run,
     StandingDecision,
 )
-from quests.selectors_common import HEAVY_CHECKPOINT_FIELDS, newest_per_group
-from quests.selectors_ledger import LedgerWindow, ledger_window
+from quests.selectors.common import HEAVY_CHECKPOINT_FIELDS, newest_per_group
+from quests.selectors.ledger import LedgerWindow, ledger_window
+from quests.selectors.tree import TREE_REACH, CheckpointTree, HistoryShape, Overview, branch_runs, checkpoint_tree, overview
 from quests.services import machine
 from quests.services.bundle import resume_summary
 from quests.waiting import AWAITING_REVIEW
@@ -396,39 +395,3 @@ def mission_page(mission: Mission, window: HistoryWindow | None = None) -> Missi
 
 
 # ---- checkpoint page --------------------------------------------------------------------------
-
-
-@dataclass
-class CompareChoices:
-    """The checkpoints a checkpoint page offers to compare with, and the one asked for by number."""
-
-    quick: list[tuple[str, Checkpoint]]
-    by_id: dict[int | None, Checkpoint]
-    asked: Checkpoint | None
-
-
-def compare_choices(checkpoint: Checkpoint, mission: Mission, *, against_id: int | None, seq: int | None) -> CompareChoices:
-    """One query, a handful of rows: the parent, the previous and the next checkpoint by number, the
-    last verified one, the current head, the one asked for by id and the one asked for by number."""
-    mine = Checkpoint.objects.filter(mission_id=mission.pk)
-    previous = Subquery(mine.filter(seq__lt=checkpoint.seq).order_by("-seq").values("seq")[:1])
-    following = Subquery(mine.filter(seq__gt=checkpoint.seq).order_by("seq").values("seq")[:1])
-    ids = {pk for pk in (checkpoint.parent_id, mission.last_verified_checkpoint_id, mission.head_checkpoint_id, against_id) if pk}
-    wanted = Q(pk__in=ids) | Q(seq=previous) | Q(seq=following) | Q(seq=seq if seq is not None else -1)
-    rows = list(mine.filter(wanted).only(*CHECKPOINT_LIST_FIELDS).order_by("seq"))
-    by_seq = {c.seq: c for c in rows}
-    by_id: dict[int | None, Checkpoint] = {c.pk: c for c in rows}
-    before = [c for c in rows if c.seq < checkpoint.seq]
-    after = [c for c in rows if c.seq > checkpoint.seq]
-    labelled = [
-        ("the parent", by_id.get(checkpoint.parent_id)),
-        ("the previous one", before[-1] if before else None),
-        ("the next one", after[0] if after else None),
-        ("the last verified", by_id.get(mission.last_verified_checkpoint_id)),
-        ("the current one", by_id.get(mission.head_checkpoint_id)),
-    ]
-    quick: list[tuple[str, Checkpoint]] = []
-    for label, c in labelled:
-        if c is not None and c.pk != checkpoint.pk and all(c.pk != shown.pk for _, shown in quick):
-            quick.append((label, c))
-    return CompareChoices(quick=quick, by_id=by_id, asked=by_seq.get(seq) if seq is not None else None)

@@ -1,0 +1,102 @@
+"""The LangGraph saver's server side: put_writes (pending writes) and get_tuple (a thread's checkpoint
+with its writes)."""
+
+# --- The LangGraph saver's put_writes ----------------------------------------------------------------
+# A task's writes on a checkpoint of a live thread whose session run is going: the mission locked
+# (writes of one thread queue behind each other), the writes kept (a special channel, at a negative
+# index, replaces the one before it; an ordinary write keeps the first one sent for its task and
+# index), the mission titled when it is still named after its thread, and the run's heartbeat.
+# Nothing is written when the thread, its mission or a fresh session run is not there: the service
+# then takes its general path (first write of a thread, a run to start, a deleted thread).
+_GRAPH_WRITES_TARGET = """
+SELECT m.id, m.active_run_id, m.title
+  FROM quests_mission m
+  JOIN quests_graphthread t ON t.mission_id = m.id
+  JOIN quests_run r ON r.id = m.active_run_id
+ WHERE t.thread_id = %(thread_id)s AND t.deleted_at IS NULL
+   AND m.owner_id = %(user_id)s
+   AND (CAST(%(token_mission_id)s AS bigint) IS NULL OR m.id = %(token_mission_id)s)
+   AND r.heartbeat_at >= %(fresh_after)s
+ LIMIT 1"""
+_GRAPH_WRITE_INSERT = """INSERT INTO checkpoints_graphwrite (
+        created_at, retention_class, retention_approved_at, expires_at, mission_id, ns, graph_id, task_id, task_path, idx, channel, value)
+    {rows}
+    ON CONFLICT (mission_id, ns, graph_id, task_id, idx) {on_conflict}"""
+_GRAPH_WRITE_REPLACES = "DO UPDATE SET channel = excluded.channel, value = excluded.value, task_path = excluded.task_path"
+_GRAPH_WRITE_KEEPS = "DO NOTHING"
+_GRAPH_WRITES_UNNEST = """SELECT %(now)s, 'working', NULL, NULL, target.id, %(ns)s, %(graph_id)s, %(task_id)s, %(task_path)s, w.idx, w.channel, w.value
+      FROM target, unnest(CAST(%({kind}_idx)s AS integer[]), CAST(%({kind}_channels)s AS text[]), CAST(%({kind}_values)s AS jsonb[]))
+           AS w(idx, channel, value)"""
+_GRAPH_WRITE_VALUES = """VALUES (%(now)s, 'working', NULL, NULL, %(mission_id)s, %(ns)s, %(graph_id)s, %(task_id)s, %(task_path)s, %(idx)s,
+        %(channel)s, %(value)s)"""
+_GRAPH_WRITES_TITLE = """UPDATE quests_mission SET title = substr(%(title)s, 1, 200), objective = %(title)s, updated_at = %(now)s
+     WHERE id = {mission_id} AND %(title)s <> '' AND title = %(thread_id)s"""
+_GRAPH_WRITES_BEAT = "UPDATE quests_run SET heartbeat_at = %(now)s WHERE id = {run_id}"
+GRAPH_WRITES_PG = f"""
+WITH target AS ({_GRAPH_WRITES_TARGET}
+       FOR UPDATE OF m
+), replaced AS (
+    {_GRAPH_WRITE_INSERT.format(rows=_GRAPH_WRITES_UNNEST.format(kind="special"), on_conflict=_GRAPH_WRITE_REPLACES)}
+), kept AS (
+    {_GRAPH_WRITE_INSERT.format(rows=_GRAPH_WRITES_UNNEST.format(kind="ordinary"), on_conflict=_GRAPH_WRITE_KEEPS)}
+), titled AS (
+    {_GRAPH_WRITES_TITLE.format(mission_id="(SELECT id FROM target)")}
+), beat AS (
+    {_GRAPH_WRITES_BEAT.format(run_id="(SELECT active_run_id FROM target)")}
+)
+SELECT id FROM target"""
+GRAPH_WRITES_SQLITE = (
+    _GRAPH_WRITES_TARGET,
+    _GRAPH_WRITE_INSERT.format(rows=_GRAPH_WRITE_VALUES, on_conflict=_GRAPH_WRITE_REPLACES),  # once per special write
+    _GRAPH_WRITE_INSERT.format(rows=_GRAPH_WRITE_VALUES, on_conflict=_GRAPH_WRITE_KEEPS),  # once per ordinary write
+    _GRAPH_WRITES_TITLE.format(mission_id="%(mission_id)s"),
+    _GRAPH_WRITES_BEAT.format(run_id="%(run_id)s"),
+)
+
+# ==================================================================================================
+# Reads
+# ==================================================================================================
+
+# --- The LangGraph saver's get_tuple ---------------------------------------------------------------
+# A thread's latest checkpoint in a namespace (or the one with the given id), with its pending
+# writes in LangGraph's order and each channel's value from its blob, in the order of the channel
+# map (a channel whose blob is gone is left out). The thread is the caller's live one (the
+# (owner, thread id) index) on a mission the caller sees; the checkpoint is the first step of a
+# backward walk of the (mission, ns, graph_id) index, whatever the thread's length.
+_GRAPH_TUPLE_FOUND = """
+SELECT c.id, c.mission_id, c.ns, c.graph_id, c.parent_graph_id, c.skeleton, c.metadata, c.channels, c.checkpoint_id
+  FROM checkpoints_graphcheckpoint c
+ WHERE c.mission_id = (
+        SELECT t.mission_id FROM quests_graphthread t JOIN quests_mission m ON m.id = t.mission_id
+         WHERE t.owner_id = %(user_id)s AND t.thread_id = %(thread_id)s AND t.deleted_at IS NULL
+           AND m.owner_id = %(user_id)s
+           AND (CAST(%(token_mission_id)s AS bigint) IS NULL OR m.id = %(token_mission_id)s))
+   AND c.ns = %(ns)s
+   AND (CAST(%(graph_id)s AS text) IS NULL OR c.graph_id = %(graph_id)s)
+ ORDER BY c.graph_id DESC
+ LIMIT 1"""
+_GRAPH_TUPLE_WRITES = """
+SELECT w.task_id, w.task_path, w.idx, w.channel, w.value
+  FROM checkpoints_graphwrite w
+ WHERE w.mission_id = {mission_id} AND w.ns = {ns} AND w.graph_id = {graph_id}"""
+_GRAPH_TUPLE_WRITES_ORDER = "task_path, task_id, idx"
+GRAPH_TUPLE_PG = f"""
+WITH found AS ({_GRAPH_TUPLE_FOUND}
+)
+SELECT found.mission_id, found.ns, found.graph_id, found.parent_graph_id, found.skeleton, found.metadata, found.checkpoint_id,
+       (SELECT COALESCE(json_agg(s ORDER BY {", ".join(f"s.{column}" for column in _GRAPH_TUPLE_WRITES_ORDER.split(", "))}), '[]')
+          FROM ({_GRAPH_TUPLE_WRITES.format(mission_id="found.mission_id", ns="found.ns", graph_id="found.graph_id")}) s) AS pending_writes,
+       (SELECT json_object_agg(channel.name, convert_from(b.data, 'UTF8')::json ORDER BY channel.n)
+          FROM jsonb_each(found.channels) WITH ORDINALITY AS channel(name, ref, n)
+          JOIN checkpoints_blob b ON b.sha256 = channel.ref->>1) AS channel_values
+  FROM found"""
+GRAPH_TUPLE_SQLITE = (
+    _GRAPH_TUPLE_FOUND,
+    # with the found row's mission, ns and graph id
+    _GRAPH_TUPLE_WRITES.format(mission_id="%(mission_id)s", ns="%(ns)s", graph_id="%(graph_id)s") + f" ORDER BY {_GRAPH_TUPLE_WRITES_ORDER}",
+    # with the found row's channel map
+    """SELECT channel.key AS name, b.data
+         FROM json_each(%(channels)s) channel
+         JOIN checkpoints_blob b ON b.sha256 = json_extract(channel.value, '$[1]')
+        ORDER BY channel.id""",
+)

@@ -1,0 +1,145 @@
+"""The operation ledger: the lock of an operation's mission (with the operation, its receipts and the
+ledger chunk a change rewrites), and the write of a plan or a change."""
+
+from quests.engine.sql.runs import ASK_SNAPSHOT, MISSION_COLUMNS, RUN_COLUMNS, SAVE_STATE, STORE_PART_SQLITE, STORE_PARTS_PG
+
+# --- The operation ledger -------------------------------------------------------------------------------
+# An operation's columns, in its model's field order.
+OPERATION_COLUMNS = """
+    o.id, o.created_at, o.retention_class, o.retention_approved_at, o.expires_at, o.mission_id, o.run_id, o.key,
+    o.request_hash, o.kind, o.target, o.request, o.status, o.attempts, o.max_attempts, o.external_id,
+    o.external_status, o.receipt, o.completion_hash, o.error, o.retryable, o.updated_at"""
+# The columns of a ledger row (checkpoints.sections.COLUMNS["operations"]), as one JSON object each.
+_LEDGER_ROW_PG = """json_build_object('id', l.id, 'key', l.key, 'kind', l.kind, 'target', l.target, 'request', l.request,
+        'status', l.status, 'attempts', l.attempts, 'max_attempts', l.max_attempts, 'external_id', l.external_id,
+        'external_status', l.external_status, 'receipt', l.receipt, 'error', l.error, 'retryable', l.retryable)"""
+_LEDGER_ROW_SQLITE = """json_object('id', l.id, 'key', l.key, 'kind', l.kind, 'target', l.target, 'request', json(l.request),
+        'status', l.status, 'attempts', l.attempts, 'max_attempts', l.max_attempts, 'external_id', l.external_id,
+        'external_status', l.external_status, 'receipt', json(l.receipt), 'error', l.error, 'retryable', l.retryable)"""
+# The first ids of the ledger's chunks, as the mission's save-state report lists them.
+_LEDGER_FIRSTS_PG = "(SELECT CAST(f AS bigint) AS f FROM jsonb_array_elements_text(m.state_report -> 'ledger') AS f)"
+_LEDGER_FIRSTS_SQLITE = "(SELECT CAST(value AS integer) AS f FROM json_each(m.state_report, '$.ledger'))"
+# The ledger rows a change rewrites (savestate.read_ledger's bounds): the chunk holding the
+# operation `chunk_of`; for an operation about to be planned (`chunk_of` past every id) the last
+# chunk and what follows it. (No operation id reaches the bigint maximum, the open upper bound.)
+_LEDGER_CHUNK = """(SELECT {agg}
+       FROM checkpoints_operation l
+      WHERE l.mission_id = m.id
+        AND l.id >= COALESCE((SELECT max(f) FROM {firsts} AS firsts WHERE f <= %(chunk_of)s), 0)
+        AND l.id < COALESCE((SELECT min(f) FROM {firsts} AS firsts WHERE f > %(chunk_of)s), 9223372036854775807))"""
+_LEDGER_CHUNK_PG = _LEDGER_CHUNK.format(agg=f"COALESCE(json_agg({_LEDGER_ROW_PG} ORDER BY l.id), '[]')", firsts=_LEDGER_FIRSTS_PG)
+_LEDGER_CHUNK_SQLITE = _LEDGER_CHUNK.format(agg=f"json_group_array(json({_LEDGER_ROW_SQLITE}))", firsts=_LEDGER_FIRSTS_SQLITE)
+_RECEIPTS_HELD = """(SELECT count(*) FROM checkpoints_operationevent e
+      WHERE e.operation_id = o.id AND e.event IN ('completed', 'failed', 'observed'))"""
+
+# Lock an operation's mission: the mission (locked; the caller must see it), the operation, the
+# receipts it holds and the ledger chunk a change rewrites. On PostgreSQL a statement that waited
+# for the lock reads the locked row as it is now but everything else as it was when the statement
+# started: `read_fresh` says whether the mission row is the version the statement's snapshot saw
+# (every change to the ledger updates it), and when it is not the caller, now holding the lock,
+# runs the statement again.
+_LOCK_OPERATION = f"""
+SELECT {MISSION_COLUMNS}, {OPERATION_COLUMNS},
+       {{receipts}} AS receipts_held, {{chunk}} AS ledger_chunk, {{fresh}} AS read_fresh
+  FROM checkpoints_operation o
+  JOIN quests_mission m ON m.id = o.mission_id
+ WHERE o.id = %(operation_id)s
+   AND m.owner_id = %(user_id)s
+   AND (CAST(%(token_mission_id)s AS bigint) IS NULL OR m.id = %(token_mission_id)s)"""
+# Blob writers share an advisory lock that the blob collector takes alone: a change to the
+# ledger stores its chunk.
+_BLOB_WRITERS_GUARD_PG = "pg_advisory_xact_lock_shared(%(blob_gc_lock)s) AS blob_writers_guard"
+_FRESH_PG = "m.xmin = (SELECT seen.xmin FROM quests_mission seen WHERE seen.id = m.id)"
+LOCK_OPERATION_PG = (
+    _LOCK_OPERATION.format(receipts=_RECEIPTS_HELD, chunk=_LEDGER_CHUNK_PG, fresh=_FRESH_PG).replace(
+        "AS read_fresh", f"AS read_fresh, {_BLOB_WRITERS_GUARD_PG}"
+    )
+    + "\n   FOR UPDATE OF m"
+)
+LOCK_OPERATION_SQLITE = _LOCK_OPERATION.format(receipts=_RECEIPTS_HELD, chunk=_LEDGER_CHUNK_SQLITE, fresh="1")
+
+# Lock a run's mission to plan an operation on it: the run, its mission (locked), the operation
+# already planned with the key, the last ledger chunk, and the id the new operation will have
+# (taken only when the key is new).
+_LOCK_PLAN = f"""
+SELECT {RUN_COLUMNS}, {MISSION_COLUMNS}, {OPERATION_COLUMNS},
+       {{chunk}} AS ledger_chunk, {{fresh}} AS read_fresh, {{new_id}} AS new_id
+  FROM quests_run r
+  JOIN quests_mission m ON m.id = r.mission_id
+  LEFT JOIN checkpoints_operation o ON o.mission_id = m.id AND o.key = %(key)s
+ WHERE r.id = %(run_id)s
+   AND m.owner_id = %(user_id)s
+   AND (CAST(%(token_mission_id)s AS bigint) IS NULL OR m.id = %(token_mission_id)s)"""
+_NEW_OPERATION_ID_PG = "CASE WHEN o.id IS NULL THEN nextval(pg_get_serial_sequence('checkpoints_operation', 'id')) END"
+# SQLite's writers are serialised from BEGIN IMMEDIATE on, so the next id is the table's sequence + 1.
+_NEW_OPERATION_ID_SQLITE = "COALESCE((SELECT seq FROM sqlite_sequence WHERE name = 'checkpoints_operation'), 0) + 1"
+LOCK_PLAN_PG = (
+    _LOCK_PLAN.format(chunk=_LEDGER_CHUNK_PG, fresh=_FRESH_PG, new_id=_NEW_OPERATION_ID_PG).replace("AS new_id", f"AS new_id, {_BLOB_WRITERS_GUARD_PG}")
+    + "\n   FOR UPDATE OF m"
+)
+LOCK_PLAN_SQLITE = _LOCK_PLAN.format(chunk=_LEDGER_CHUNK_SQLITE, fresh="1", new_id=_NEW_OPERATION_ID_SQLITE)
+
+# Write an operation's change: the beat of the run that made it (plan and attempt; a receipt is
+# accepted from an ended run and beats nothing), the operation (planned: inserted with the id its
+# lock took; changed: every column a call may change), its event, its audit event, and the save
+# state (the ledger chunk's blob, the mission's current document and state version, a snapshot
+# asked for), as `state_save` saves it.
+_OPERATION_BEAT = "UPDATE quests_run SET heartbeat_at = %(now)s WHERE id = %(beat_run_id)s"
+_OPERATION_INSERT = """INSERT INTO checkpoints_operation (
+        id, created_at, retention_class, retention_approved_at, expires_at, mission_id, run_id, key, request_hash, kind,
+        target, request, status, attempts, max_attempts, external_id, external_status, receipt, completion_hash, error,
+        retryable, updated_at)
+    VALUES (%(operation_id)s, %(now)s, 'working', NULL, NULL, %(mission_id)s, %(run_id)s, %(key)s, %(request_hash)s, %(kind)s,
+        %(target)s, CAST(%(request)s AS {json}), %(status)s, %(attempts)s, %(max_attempts)s, %(external_id)s,
+        %(external_status)s, CAST(%(receipt)s AS {json}), %(completion_hash)s, %(error)s, %(retryable)s, %(now)s)"""
+_OPERATION_UPDATE = """UPDATE checkpoints_operation
+       SET status = %(status)s, attempts = %(attempts)s, external_id = %(external_id)s,
+           external_status = %(external_status)s, receipt = CAST(%(receipt)s AS {json}),
+           completion_hash = %(completion_hash)s, error = %(error)s, retryable = %(retryable)s, updated_at = %(now)s
+     WHERE id = %(operation_id)s"""
+_OPERATION_EVENT = """INSERT INTO checkpoints_operationevent (
+        created_at, retention_class, retention_approved_at, expires_at, operation_id, event, external_status, receipt, error)
+    VALUES (%(now)s, 'working', NULL, NULL, %(operation_id)s, %(event)s, %(event_external_status)s,
+        CAST(%(event_receipt)s AS {json}), %(event_error)s)"""
+_OPERATION_AUDIT = """INSERT INTO quests_auditevent (
+        created_at, mission_id, actor_user_id, actor_token_id, actor, entity, entity_id, action, from_state, to_state, data)
+    VALUES (%(now)s, %(mission_id)s, %(actor_user_id)s, %(actor_token_id)s, %(actor)s, 'operation', %(operation_id)s,
+        %(action)s, %(from_state)s, %(to_state)s, CAST(%(audit_data)s AS {json}))"""
+_OPERATION_WRITE_PG = """
+WITH beat AS (
+    {_OPERATION_BEAT}
+), written AS (
+    {written}
+), evented AS (
+    {event}
+), audited AS (
+    {audit}
+), stored AS (
+    {STORE_PARTS_PG}
+), saved AS (
+    {save}
+), requested AS (
+    {ASK_SNAPSHOT}
+)
+SELECT id FROM requested"""
+_OPERATION_WRITE_PIECES = {
+    "_OPERATION_BEAT": _OPERATION_BEAT,
+    "event": _OPERATION_EVENT.format(json="jsonb"),
+    "audit": _OPERATION_AUDIT.format(json="jsonb"),
+    "STORE_PARTS_PG": STORE_PARTS_PG,
+    "save": SAVE_STATE.format(json="jsonb"),
+    "ASK_SNAPSHOT": ASK_SNAPSHOT,
+}
+OPERATION_PLAN_PG = _OPERATION_WRITE_PG.format(written=_OPERATION_INSERT.format(json="jsonb"), **_OPERATION_WRITE_PIECES)
+OPERATION_CHANGE_PG = _OPERATION_WRITE_PG.format(written=_OPERATION_UPDATE.format(json="jsonb"), **_OPERATION_WRITE_PIECES)
+# SQLite: the beat (when there is one), the operation, its event, its audit event, each part no
+# row holds yet, the save state, the snapshot request.
+_OPERATION_STEPS_SQLITE = (
+    _OPERATION_EVENT.format(json="text"),
+    _OPERATION_AUDIT.format(json="text"),
+    STORE_PART_SQLITE,  # once per part
+    SAVE_STATE.format(json="text"),
+    ASK_SNAPSHOT,
+)
+OPERATION_PLAN_SQLITE = (_OPERATION_BEAT, _OPERATION_INSERT.format(json="text"), *_OPERATION_STEPS_SQLITE)
+OPERATION_CHANGE_SQLITE = (_OPERATION_BEAT, _OPERATION_UPDATE.format(json="text"), *_OPERATION_STEPS_SQLITE)
