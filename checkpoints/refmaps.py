@@ -10,7 +10,7 @@ two per checkpoint). Both repeated ~2.6 KB of references on every row. Now:
   or null for a key the base has and the checkpoint does not). A checkpoint inherits its parent's
   base and delta and adds the keys that changed; when the delta would pass `MAX_DELTA` keys it is
   re-based (its whole map becomes a new base, with an empty delta). Reading stays one join:
-  `resolved(base, delta)` here, `quests.engine.sql.agent_refs` in SQL.
+  `resolved(base, delta)` here, `quests.engine.sql.refmaps` in SQL.
 
 A checkpoint's hash is taken over the resolved maps (`checkpoints.services.document_hash`), so
 how they are stored never changes it."""
