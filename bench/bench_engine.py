@@ -16,7 +16,7 @@ common.setup()
 from django.db import connection, transaction  # noqa: E402
 from django.test import Client  # noqa: E402
 
-from checkpoints import services as storage  # noqa: E402
+from checkpoints import refmaps, services as storage  # noqa: E402
 from checkpoints.models import Checkpoint  # noqa: E402
 from quests.models import Mission  # noqa: E402
 from quests.services import bundle, missions, operations, records, runs  # noqa: E402
@@ -31,7 +31,7 @@ LONG_HISTORY = 10_000
 HISTORY_BATCH = 500
 BUNDLE_SAMPLES = 200  # resume bundles timed per mission and path
 STORAGE_CHECKPOINTS = 500
-STORAGE_TABLES = ("checkpoints_checkpoint", "checkpoints_blob")
+STORAGE_TABLES = ("checkpoints_checkpoint", "checkpoints_refmap", "checkpoints_blob")
 BUNDLE_GOAL = 1.2
 
 
@@ -152,7 +152,7 @@ def build_history(mission_id: int, run_id: int, checkpoints: int) -> float:
             agent_state=state.state,
         )
     fields = {f.attname: getattr(template, f.attname) for f in Checkpoint._meta.concrete_fields if not f.primary_key}
-    refs = dict(template.agent_state_refs)
+    refs, layout = dict(template.agent_state_refs), template.agent_layout
     sizes = {key: len(storage.canonical_json(value)) for key, value in state.state.items()}
     parent, seq = template, template.seq + 1
     for first in range(1, checkpoints, HISTORY_BATCH):
@@ -162,12 +162,13 @@ def build_history(mission_id: int, run_id: int, checkpoints: int) -> float:
             content = storage.canonical_json(agent_state[changed])
             refs[changed], sizes[changed] = storage.sha256_hex(content), len(content)
             contents.append(content)
+            layout = refmaps.agent_layout(refs, layout)
             rows.append(
                 Checkpoint(
                     **{
                         **fields,
                         "seq": seq,
-                        "agent_state_refs": dict(refs),
+                        "agent_layout": layout,
                         "hash": storage.document_hash(template.state_refs, refs),
                         "agent_state_bytes": sum(sizes.values()),
                         "size_bytes": fields["size_bytes"] - fields["agent_state_bytes"] + sum(sizes.values()),
@@ -263,7 +264,7 @@ def relation_sizes() -> dict[str, dict[str, int]]:
 
 
 def checkpoint_row_sizes(ids: list[int]) -> dict[str, float]:
-    columns = ("agent_state_refs", "state_refs", "compaction_report")
+    columns = ("agent_delta", "compaction_report")
     with connection.cursor() as cursor:
         cursor.execute(
             f"SELECT avg(pg_column_size(c.*)), {', '.join(f'avg(pg_column_size({col}))' for col in columns)} FROM checkpoints_checkpoint c WHERE id = ANY(%s)",
@@ -310,10 +311,7 @@ def bench_storage(agent: Agent) -> dict[str, float]:
         g = growth[table]
         common.note(f"{table}: heap {g['heap']:.0f} + toast {g['toast']:.0f} + indexes {g['indexes']:.0f} = {g['total']:.0f} bytes per checkpoint")
     common.figure("checkpoint row (pg_column_size, mean)", row["row"], "bytes", ".0f")
-    common.note(
-        f"of which agent_state_refs {row['agent_state_refs']:.0f}, state_refs {row['state_refs']:.0f}, "
-        f"compaction_report {row['compaction_report']:.0f} (as stored, after any compression)"
-    )
+    common.note(f"of which agent_delta {row['agent_delta']:.0f}, compaction_report {row['compaction_report']:.0f} (as stored, after any compression)")
     common.figure("goal (2 x changed key + 1 KB)", goal, "bytes", ".0f")
     common.figure("physical bytes per checkpoint within goal", "yes" if physical <= goal else "NO")
     return {"changed_key": changed_key, "logical": logical, "physical": physical, "goal": goal, "row": row["row"]}

@@ -16,6 +16,7 @@ common.setup()
 from django.db import connection, transaction  # noqa: E402
 from rounds import rounds, show  # noqa: E402
 
+from checkpoints import refmaps  # noqa: E402
 from quests.engine import runner, writes  # noqa: E402
 from quests.engine.sql import runs as runs_sql  # noqa: E402
 from quests.services import missions, runs, savestate  # noqa: E402
@@ -36,7 +37,7 @@ def _row(mission, state) -> writes.CheckpointRow:
         hash=uuid.uuid4().hex,
         note="",
         state_refs={},
-        agent_state_refs=refs,
+        agent_layout=refmaps.agent_layout(refs, None),
         record_watermark=0,
         size_bytes=0,
         agent_state_bytes=0,
@@ -60,8 +61,9 @@ def _params(row: writes.CheckpointRow, run_id: int, owner_id: int) -> dict:
         "trigger": "agent",
         "hash": row.hash,
         "note": "",
-        "state_refs": "{}",
-        "agent_state_refs": writes._json(row.agent_state_refs),
+        "state_map_id": refmaps.map_sha({}),
+        "agent_map_id": row.agent_layout.base,
+        "agent_delta": runner.json_text(row.agent_layout.delta),
         "record_watermark": 0,
         "size_bytes": 0,
         "agent_state_bytes": 0,
@@ -78,14 +80,17 @@ def _params(row: writes.CheckpointRow, run_id: int, owner_id: int) -> dict:
 
 def steps_one_by_one(row: writes.CheckpointRow, run_id: int, owner_id: int, *, pipeline: bool) -> None:
     """The SQLite form on PostgreSQL: beat, blobs (one insert each), row, key, head."""
-    beat, blob, _, insert, remember, move = runs_sql.CHECKPOINT_WRITE_SQLITE
+    beat, blob, store_map, _, insert, remember, move = runs_sql.CHECKPOINT_WRITE_SQLITE
     params = _params(row, run_id, owner_id)
+    maps = {params["state_map_id"]: {}, **row.agent_layout.new_maps}
     with runner.cursor() as c:
 
         def run_all():
             c.execute(beat, params)
             for sha, data in row.blobs.items():
                 c.execute(blob, {**params, "sha": sha, "data": data, "media_type": "application/json"})
+            for sha, refs in maps.items():
+                c.execute(store_map, {"sha": sha, "refs": runner.json_text(refs)})
             c.execute(insert, params)
 
         if pipeline:

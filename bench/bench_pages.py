@@ -172,8 +172,10 @@ def _history(user, agent: Actor, size: int) -> tuple[Mission, Checkpoint]:
                 seq=seq,
                 trigger="restore" if restore else "agent",
                 hash=template.hash,
-                state_refs=template.state_refs,
-                agent_state_refs=template.agent_state_refs,
+                # The history shares its templates' reference maps.
+                state_map_id=template.state_map_id,
+                agent_map_id=template.agent_map_id,
+                agent_delta=template.agent_delta,
                 size_bytes=template.size_bytes,
                 agent_state_bytes=template.agent_state_bytes,
                 verified=seq % verified_every == 0,

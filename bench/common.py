@@ -101,8 +101,10 @@ def _blobs_of(mission_ids: list[int]) -> set[str]:
     with connection.cursor() as cursor:
         cursor.execute(
             """
-            SELECT refs.value FROM checkpoints_checkpoint c, jsonb_each_text(c.state_refs) refs WHERE c.mission_id = ANY(%s)
-            UNION SELECT refs.value FROM checkpoints_checkpoint c, jsonb_each_text(c.agent_state_refs) refs WHERE c.mission_id = ANY(%s)
+            SELECT refs.value FROM checkpoints_checkpoint c JOIN checkpoints_refmap map ON map.sha256 IN (c.state_map_id, c.agent_map_id),
+                   jsonb_each_text(map.refs) refs WHERE c.mission_id = ANY(%s)
+            UNION SELECT refs.value FROM checkpoints_checkpoint c, jsonb_each_text(c.agent_delta) refs
+                   WHERE c.mission_id = ANY(%s) AND refs.value IS NOT NULL
             UNION SELECT blob_id FROM checkpoints_record WHERE mission_id = ANY(%s) AND blob_id IS NOT NULL
             UNION SELECT refs.value FROM quests_mission m, jsonb_each_text(m.state_refs) refs WHERE m.id = ANY(%s)
             """,

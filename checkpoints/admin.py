@@ -5,7 +5,7 @@ retention policy is edited through its service, so it is registered by `quests.a
 from django.contrib import admin
 from django.http import HttpRequest
 
-from checkpoints.models import Blob, Checkpoint, GraphCheckpoint, GraphWrite, Operation, OperationEvent, PurgeLog, Record, SnapshotRequest
+from checkpoints.models import Blob, Checkpoint, GraphCheckpoint, GraphWrite, Operation, OperationEvent, PurgeLog, Record, RefMap, SnapshotRequest
 
 LIFECYCLE_FIELDS = ("retention_class", "retention_approved_at", "expires_at")
 
@@ -35,6 +35,12 @@ class BlobAdmin(ReadOnlyAdmin):
     @admin.display(description="sha256", ordering="sha256")
     def short_hash(self, obj: Blob) -> str:
         return obj.sha256[:16]
+
+
+@admin.register(RefMap)
+class RefMapAdmin(ReadOnlyAdmin):
+    list_display = ("sha256",)
+    search_fields = ("sha256",)
 
 
 @admin.register(Checkpoint)

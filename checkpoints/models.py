@@ -4,6 +4,8 @@ references so that this layer can be reasoned about (and purged) on its own."""
 from django.db import models
 from django.db.models import Q
 
+from checkpoints.refmap_models import CheckpointQuerySet, RefMap, SharedRefs
+
 
 class RetentionClass(models.TextChoices):
     WORKING = "working", "Working state"
@@ -56,9 +58,12 @@ class Trigger(models.TextChoices):
 BRANCH_POINTS = Q(trigger=Trigger.RESTORE) | Q(parent__isnull=True) | Q(verified=True)
 
 
-class Checkpoint(Lifecycle):
+class Checkpoint(SharedRefs, Lifecycle):
     """An immutable snapshot of a mission's save state. The state document and the agent's own
-    state are stored part by part as blob references, so an unchanged part costs a reference."""
+    state are stored part by part as blob references, so an unchanged part costs a reference; the
+    references themselves are shared maps (`checkpoints.refmaps`): the state's map, and the agent
+    state's base map with this checkpoint's delta on it. `state_refs` and `agent_state_refs` are
+    the maps they resolve to (and may be given to the constructor: the maps are stored on save)."""
 
     # Not indexed alone: the unique (mission, seq) index serves every lookup by mission.
     mission = models.ForeignKey("quests.Mission", on_delete=models.CASCADE, related_name="checkpoints", db_index=False)
@@ -70,13 +75,18 @@ class Checkpoint(Lifecycle):
     verified = models.BooleanField(default=False)
     verified_at = models.DateTimeField(null=True, blank=True)
     note = models.TextField(blank=True, default="")
-    state_refs = models.JSONField(default=dict)
-    agent_state_refs = models.JSONField(default=dict)
+    # Not indexed, no database constraint: only the blob collector looks checkpoints up by map, in
+    # one pass over all of them, and an index would cost the bytes the shared maps save.
+    state_map = models.ForeignKey(RefMap, on_delete=models.DO_NOTHING, db_constraint=False, db_index=False, related_name="+")
+    agent_map = models.ForeignKey(RefMap, on_delete=models.DO_NOTHING, db_constraint=False, db_index=False, related_name="+")
+    agent_delta = models.JSONField(default=dict, blank=True)
     record_watermark = models.BigIntegerField(default=0)
     size_bytes = models.PositiveIntegerField(default=0)
     agent_state_bytes = models.PositiveIntegerField(default=0)
     new_bytes = models.PositiveIntegerField(default=0)
     compaction_report = models.JSONField(default=dict, blank=True)
+
+    objects = CheckpointQuerySet.as_manager()
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["mission", "seq"], name="checkpoint_seq_unique_per_mission")]

@@ -7,7 +7,9 @@ pruned). Which checkpoints the upper layer must keep (the mission's head, its la
 it passes in: this layer knows nothing about missions beyond their id.
 
 Blob collection deletes a blob only when no checkpoint (state or agent state) and no record
-refers to it. Blobs are content-addressed and shared across missions, so a writer may be about to
+refers to it. A checkpoint refers to blobs through shared reference maps (`checkpoints.refmaps`)
+and its agent delta: the collector first deletes the maps no checkpoint names any more, then
+keeps every blob a remaining map or a delta refers to. Blobs are content-addressed and shared across missions, so a writer may be about to
 reuse one at the very moment it looks unreferenced; `blob_writers_guard` closes that race."""
 
 from collections.abc import Iterable
@@ -15,10 +17,10 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from django.db import connection, transaction
-from django.db.models import BooleanField
+from django.db.models import BooleanField, QuerySet
 from django.db.models.expressions import RawSQL
 
-from checkpoints.models import Blob, Checkpoint, Record, Trigger
+from checkpoints.models import Blob, Checkpoint, Record, RefMap, Trigger
 
 # Arbitrary but fixed: the advisory lock that blob writers share and the collector takes alone.
 BLOB_GC_LOCK = 0x51_0B_6C
@@ -82,11 +84,8 @@ def checkpoints_prune(*, mission_id: int, protected: set[int], older_than: datet
             by_parent.setdefault(new_parent, []).append(child)
         for new_parent, children in by_parent.items():
             Checkpoint.objects.filter(pk__in=children).update(parent_id=new_parent)
-        candidates: set[str] = set()
         ids = sorted(pruned)
-        for state_refs, agent_refs in Checkpoint.objects.filter(pk__in=ids).values_list("state_refs", "agent_state_refs"):
-            candidates.update(state_refs.values())
-            candidates.update(agent_refs.values())
+        candidates = blobs_referenced(Checkpoint.objects.filter(pk__in=ids))
         for i in range(0, len(ids), DELETE_BATCH):
             batch = ids[i : i + DELETE_BATCH]
             # Children were re-parented above; unhook the batch from one another first so the
@@ -106,8 +105,20 @@ def blob_writers_guard() -> None:
             cursor.execute("SELECT pg_advisory_xact_lock_shared(%s)", [BLOB_GC_LOCK])
 
 
+def blobs_referenced(checkpoints: QuerySet[Checkpoint]) -> set[str]:
+    """The blobs these checkpoints refer to (their maps' and their deltas'): candidates for
+    `blobs_collect_garbage` once they are deleted."""
+    rows = checkpoints.select_related("state_map", "agent_map")
+    found: set[str] = set()
+    for checkpoint in rows.iterator(chunk_size=2000):
+        found.update(checkpoint.state_refs.values())
+        found.update(sha for sha in (*checkpoint.agent_map.refs.values(), *checkpoint.agent_delta.values()) if sha)
+    return found
+
+
 def blobs_collect_garbage(candidates: Iterable[str]) -> int:
-    """Delete those of `candidates` that no checkpoint and no record refers to. Returns how many.
+    """Delete those of `candidates` that no checkpoint and no record refers to, after the reference
+    maps no checkpoint names. Returns how many blobs.
 
     The check and the delete run while no blob writer is mid-transaction (see
     `blob_writers_guard`): writers wait for the collector, which only reads references."""
@@ -118,6 +129,7 @@ def blobs_collect_garbage(candidates: Iterable[str]) -> int:
         if connection.vendor == "postgresql":
             with connection.cursor() as cursor:
                 cursor.execute("SELECT pg_advisory_xact_lock(%s)", [BLOB_GC_LOCK])
+        maps_collect_garbage()
         remaining -= set(Record.objects.filter(blob_id__in=remaining).values_list("blob_id", flat=True))
         remaining -= referenced_by_checkpoints(remaining)
         remaining -= referenced_by_current_documents(remaining)
@@ -128,28 +140,50 @@ def blobs_collect_garbage(candidates: Iterable[str]) -> int:
         return deleted
 
 
+def maps_collect_garbage() -> int:
+    """Delete the reference maps no checkpoint names (the caller holds the collector's lock: a
+    writer about to name a map that looks unnamed holds the writers' lock until it commits)."""
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute(
+                """
+                DELETE FROM checkpoints_refmap map
+                 WHERE NOT EXISTS (SELECT 1 FROM checkpoints_checkpoint c WHERE c.state_map_id = map.sha256)
+                   AND NOT EXISTS (SELECT 1 FROM checkpoints_checkpoint c WHERE c.agent_map_id = map.sha256)
+                """
+            )
+            return cursor.rowcount
+    named: set[str] = set()
+    for state_map, agent_map in Checkpoint.objects.values_list("state_map_id", "agent_map_id").iterator(chunk_size=2000):
+        named.update((state_map, agent_map))
+    unnamed = sorted(set(RefMap.objects.values_list("sha256", flat=True)) - named)
+    deleted = 0
+    for i in range(0, len(unnamed), DELETE_BATCH):
+        deleted += RefMap.objects.filter(sha256__in=unnamed[i : i + DELETE_BATCH]).delete()[0]
+    return deleted
+
+
 def referenced_by_checkpoints(hashes: set[str]) -> set[str]:
-    """Which of `hashes` any checkpoint refers to, under any part name."""
+    """Which of `hashes` any checkpoint refers to, under any part name: through a reference map
+    (every map left is named by a checkpoint once `maps_collect_garbage` ran) or an agent delta."""
     if not hashes:
         return set()
     if connection.vendor == "postgresql":
         with connection.cursor() as cursor:
             cursor.execute(
                 """
-                SELECT DISTINCT ref.value FROM checkpoints_checkpoint c,
-                    LATERAL (SELECT value FROM jsonb_each_text(c.state_refs)
-                             UNION ALL SELECT value FROM jsonb_each_text(c.agent_state_refs)) ref
-                WHERE ref.value = ANY(%s)
+                SELECT ref.value FROM checkpoints_refmap map, jsonb_each_text(map.refs) ref WHERE ref.value = ANY(%s)
+                UNION
+                SELECT ref.value FROM checkpoints_checkpoint c, jsonb_each_text(c.agent_delta) ref WHERE ref.value = ANY(%s)
                 """,
-                [list(hashes)],
+                [list(hashes), list(hashes)],
             )
             return {row[0] for row in cursor.fetchall()}
     found: set[str] = set()
-    for state_refs, agent_refs in Checkpoint.objects.values_list("state_refs", "agent_state_refs").iterator(chunk_size=2000):
-        found.update(hashes.intersection(state_refs.values()))
-        found.update(hashes.intersection(agent_refs.values()))
-        if found == hashes:
-            break
+    for refs in RefMap.objects.values_list("refs", flat=True).iterator(chunk_size=2000):
+        found.update(hashes.intersection(refs.values()))
+    for delta in Checkpoint.objects.values_list("agent_delta", flat=True).iterator(chunk_size=2000):
+        found.update(hashes.intersection(delta.values()))
     return found
 
 

@@ -1,22 +1,15 @@
 """Content-addressed storage of save state. Knows how to hash, dedupe and read checkpoints; knows
 nothing about missions beyond their id."""
 
-import hashlib
 import json
 from typing import Any
 
-from checkpoints import sections
+from checkpoints import refmaps, sections
+
+# Re-exported: where every caller imports them from.
+from checkpoints.hashing import canonical_json as canonical_json, sha256_hex as sha256_hex
 from checkpoints.models import Blob, Checkpoint
 from checkpoints.pruning import blob_writers_guard
-
-
-def canonical_json(value: Any) -> bytes:
-    """The one serialisation that hashes are taken over: sorted keys, no whitespace, UTF-8."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str).encode()
-
-
-def sha256_hex(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
 
 
 def blob_rows(contents: dict[str, bytes], *, media_type: str = "application/json") -> list[Blob]:
@@ -98,7 +91,7 @@ def checkpoint_write(
         agent_size = sum(len(agent_contents[sha]) for sha in agent_refs.values())
     contents = {**state_contents, **agent_contents}
     _, new_bytes = blobs_put(list(contents.values()))
-    return Checkpoint.objects.create(
+    checkpoint = Checkpoint(
         mission_id=mission_id,
         run_id=run_id,
         parent=parent,
@@ -106,12 +99,14 @@ def checkpoint_write(
         trigger=trigger,
         hash=document_hash(state_refs, agent_refs),
         note=note,
-        state_refs=state_refs,
-        agent_state_refs=agent_refs,
         size_bytes=sum(len(state_contents[sha]) for sha in state_refs.values()) + agent_size,
         agent_state_bytes=agent_size,
         new_bytes=new_bytes,
     )
+    checkpoint.state_refs = state_refs
+    checkpoint.agent_layout = refmaps.agent_layout(agent_refs, parent.agent_layout if parent else None)
+    checkpoint.save(force_insert=True)
+    return checkpoint
 
 
 def checkpoint_agent_state(checkpoint: Checkpoint) -> dict[str, Any]:

@@ -135,8 +135,8 @@ def kept(mission: Mission) -> dict[int, int | None]:
 
 def every_reference_resolves() -> bool:
     refs: set[str] = set()
-    for state_refs, agent_refs in Checkpoint.objects.values_list("state_refs", "agent_state_refs"):
-        refs |= set(state_refs.values()) | set(agent_refs.values())
+    for checkpoint in Checkpoint.objects.with_refs():
+        refs |= set(checkpoint.state_refs.values()) | set(checkpoint.agent_state_refs.values())
     refs |= set(Record.objects.exclude(blob=None).values_list("blob_id", flat=True))
     return refs <= set(Blob.objects.values_list("sha256", flat=True))
 

@@ -51,13 +51,11 @@ def save(agent: Actor, run, state: dict) -> Checkpoint:
 
 
 def frozen(checkpoint: Checkpoint) -> dict:
-    row = (
-        Checkpoint.objects.filter(pk=checkpoint.pk)
-        .values("seq", "parent_id", "trigger", "hash", "state_refs", "agent_state_refs", "size_bytes", "record_watermark", "run_id")
-        .get()
-    )
-    state, agent_state = checkpoint_documents(Checkpoint.objects.get(pk=checkpoint.pk))
-    return {**row, "state": state, "agent_state": agent_state}
+    row = Checkpoint.objects.filter(pk=checkpoint.pk).values("seq", "parent_id", "trigger", "hash", "size_bytes", "record_watermark", "run_id").get()
+    stored = Checkpoint.objects.with_refs().get(pk=checkpoint.pk)
+    state, agent_state = checkpoint_documents(stored)
+    refs = {"state_refs": stored.state_refs, "agent_state_refs": stored.agent_state_refs}
+    return {**row, **refs, "state": state, "agent_state": agent_state}
 
 
 def test_a_checkpoint_never_changes_after_it_is_written(agent, person):

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from checkpoints import refmaps
 from checkpoints.pruning import BLOB_GC_LOCK
 from quests.engine import runner
 from quests.engine.sql import runs as runs_sql
@@ -47,6 +48,13 @@ class Locked:
     replay: tuple[int | None, str | None] = (None, None)
     head_seen_id: int | None = None
     head_seen_parts: dict[str, str] = field(default_factory=dict)
+    head_seen_layout: refmaps.AgentLayout | None = None
+
+    def head_layout(self) -> refmaps.AgentLayout | None:
+        """How the head's agent refs are stored, if the head read with the lock is still the head."""
+        if self.head_seen_id is None or self.head_seen_id != self.mission.head_checkpoint_id:
+            return None
+        return self.head_seen_layout
 
     def head_parts(self) -> set[str]:
         """The blobs the head's agent state refers to, if the head read with the lock is still
@@ -127,7 +135,7 @@ def checkpoint_read(who: Caller | Credentials, run_id: int, key: Key) -> Seen | 
     if row[0] is None:
         return seen
     seen.locked = _locked(row)
-    mission_seen, checkpoint_id = row[_RUN_WIDTH + _MISSION_WIDTH + 4 :]
+    mission_seen, checkpoint_id = row[_RUN_WIDTH + _MISSION_WIDTH + 6 :]
     if checkpoint_id is not None:
         seen.claim = Claim(mission_seen=mission_seen, checkpoint_id=checkpoint_id)
     return seen
@@ -138,14 +146,16 @@ def _locked(row: Sequence[Any]) -> Locked:
     them in that order (`runs_sql.LOCK_RUN_PG`, `runs_sql.CHECKPOINT_READ_PG`)."""
     run = runner.model_from_row(Run, row[:_RUN_WIDTH])
     mission = runner.model_from_row(Mission, row[_RUN_WIDTH : _RUN_WIDTH + _MISSION_WIDTH])
-    head_id, head_parts, replay_id, replay_hash = row[_RUN_WIDTH + _MISSION_WIDTH : _RUN_WIDTH + _MISSION_WIDTH + 4]
+    head_id, head_parts, head_base, head_delta, replay_id, replay_hash = row[_RUN_WIDTH + _MISSION_WIDTH : _RUN_WIDTH + _MISSION_WIDTH + 6]
     run.mission = mission
+    parts = runner.json_value(head_parts) or {}
     return Locked(
         run=run,
         mission=mission,
         replay=(replay_id, replay_hash),
         head_seen_id=head_id,
-        head_seen_parts=runner.json_value(head_parts) or {},
+        head_seen_parts=parts,
+        head_seen_layout=refmaps.AgentLayout(base=head_base, delta=runner.json_value(head_delta) or {}, refs=parts) if head_id else None,
     )
 
 
@@ -161,7 +171,7 @@ class CheckpointRow:
     hash: str
     note: str
     state_refs: dict[str, str]
-    agent_state_refs: dict[str, str]
+    agent_layout: refmaps.AgentLayout  # the agent state's refs as a delta on a shared base
     record_watermark: int
     size_bytes: int
     agent_state_bytes: int
@@ -198,8 +208,9 @@ def checkpoint_write(
         "trigger": row.trigger,
         "hash": row.hash,
         "note": row.note,
-        "state_refs": runner.json_text(row.state_refs),
-        "agent_state_refs": runner.json_text(row.agent_state_refs),
+        "state_map_id": refmaps.map_sha(row.state_refs),
+        "agent_map_id": row.agent_layout.base,
+        "agent_delta": runner.json_text(row.agent_layout.delta),
         "record_watermark": row.record_watermark,
         "size_bytes": row.size_bytes,
         "agent_state_bytes": row.agent_state_bytes,
@@ -215,6 +226,7 @@ def checkpoint_write(
     media = {**{sha: "application/json" for sha in row.blobs}, **{sha: "text/plain" for sha in archived}}
     contents = {**row.blobs, **archived}
     previews = row.archived_previews
+    maps = {params["state_map_id"]: row.state_refs, **row.agent_layout.new_maps}
     if runner.is_postgresql():
         shas = list(contents)
         claimed = (
@@ -231,6 +243,8 @@ def checkpoint_write(
                 "blob_data": [contents[s] for s in shas],
                 "blob_media": [media[s] for s in shas],
                 "counted": list(row.blobs),
+                "map_shas": list(maps),
+                "map_refs": [runner.json_text(refs) for refs in maps.values()],
                 "archived_ids": list(previews),
                 "archived_blobs": [p[0] for p in previews.values()],
                 "archived_previews": [p[1] for p in previews.values()],
@@ -243,10 +257,11 @@ def checkpoint_write(
         return Written(id=made_id, new_bytes=new_bytes, created_at=now)
     if claim is not None:
         raise ValueError("SQLite writes a checkpoint under its database lock: no claim.")
-    beat, blob, archive, insert, remember, move = runs_sql.CHECKPOINT_WRITE_SQLITE
+    beat, blob, store_map, archive, insert, remember, move = runs_sql.CHECKPOINT_WRITE_SQLITE
     stored = runner.steps(
         [(beat, params)]
         + [(blob, {**params, "sha": sha, "data": data, "media_type": media[sha]}) for sha, data in contents.items()]
+        + [(store_map, {"sha": sha, "refs": runner.json_text(refs)}) for sha, refs in maps.items()]
         + [(archive, {"id": pk, "blob_id": b, "preview": p, "size_bytes": n}) for pk, (b, p, n) in previews.items()]
     )
     new_bytes = sum(len(data) for (_, count), (sha, data) in zip(stored[1:], contents.items()) if count > 0 and sha in row.blobs)

@@ -7,8 +7,9 @@ from django.db.models.functions import RowNumber
 
 from quests.models import Mission
 
-# Fields a checkpoint list needs not; the state references stay unread until a checkpoint page opens.
-HEAVY_CHECKPOINT_FIELDS = ("checkpoint__state_refs", "checkpoint__agent_state_refs", "checkpoint__compaction_report")
+# Fields a checkpoint list needs not; the state references (shared maps, and the agent delta) stay
+# unread until a checkpoint page opens.
+HEAVY_CHECKPOINT_FIELDS = ("checkpoint__agent_delta", "checkpoint__compaction_report")
 
 
 def mission_matches(q: str) -> Q:

@@ -186,8 +186,10 @@ def graph_copy_thread(*, actor: Actor, source_thread_id: str, target_thread_id: 
                 trigger=original.trigger,
                 hash=original.hash,
                 note=original.note,
-                state_refs=original.state_refs,
-                agent_state_refs=original.agent_state_refs,
+                # The copy shares the original's reference maps.
+                state_map_id=original.state_map_id,
+                agent_map_id=original.agent_map_id,
+                agent_delta=original.agent_delta,
                 size_bytes=original.size_bytes,
                 agent_state_bytes=original.agent_state_bytes,
                 compaction_report=original.compaction_report,

@@ -3,7 +3,7 @@ access, audit (for the Actor type), errors and idempotency's lookup, so every se
 
 from typing import Any, cast
 
-from django.db.models import ForeignKey
+from django.db.models import ForeignKey, QuerySet
 from django.utils import timezone
 
 from quests.engine import writes
@@ -18,10 +18,11 @@ def lock_mission(mission_id: int) -> Mission:
     return Mission.objects.select_for_update().get(pk=mission_id)
 
 
-def named_now(mission: Mission, field: str) -> Any:
+def named_now(mission: Mission, field: str, rows: QuerySet | None = None) -> Any:
     """The row the locked mission's `field` (a foreign key) names now. One read along with the lock
     (select_related) can be a moment old when another writer changed the field meanwhile: the
-    locked row is re-read then, a joined one is not; so a stale join is read again."""
+    locked row is re-read then, a joined one is not; so a stale join is read again (from `rows`
+    when given: the related model's rows with what the caller reads along)."""
     pk = getattr(mission, f"{field}_id")
     if pk is None:
         return None
@@ -29,7 +30,7 @@ def named_now(mission: Mission, field: str) -> Any:
     cached = descriptor.get_cached_value(mission, default=None)
     if cached is not None and cached.pk == pk:
         return cached
-    row = descriptor.related_model._default_manager.get(pk=pk)
+    row = (rows if rows is not None else descriptor.related_model._default_manager).get(pk=pk)
     setattr(mission, field, row)
     return row
 

@@ -206,7 +206,7 @@ def mission_restore(*, actor: Actor, mission_id: int, checkpoint_id: int) -> tup
     with transaction.atomic():
         require_person(actor)
         mission = get_for(actor, Mission, mission_id, for_update=True)
-        target = Checkpoint.objects.filter(mission=mission, pk=checkpoint_id).first()
+        target = Checkpoint.objects.filter(mission=mission, pk=checkpoint_id).with_refs().first()
         if target is None:
             raise InvalidInput("That checkpoint does not belong to this mission.", field="checkpoint_id")
         if mission.runs.filter(ended_at__isnull=True).exists():

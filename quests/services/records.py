@@ -43,15 +43,7 @@ def checkpoint_create(
         tokens.token_used(use_due)
         return _checkpoint_locked(seen.caller, run_id, agent_parts=parts, note=note, keyed=keyed)
     locking.refuse_unless_active(locked.run, locked.mission)
-    checkpoint = savestate.take_checkpoint_unless_moved(
-        locked.mission,
-        run=locked.run,
-        agent_parts=parts,
-        note=note,
-        stored=locked.head_parts(),
-        key=keyed,
-        claim=replace(seen.claim, used_token_id=use_due),
-    )
+    checkpoint = savestate.take_checkpoint_unless_moved(locked, agent_parts=parts, note=note, key=keyed, claim=replace(seen.claim, used_token_id=use_due))
     if checkpoint is not None:
         return checkpoint, False
     tokens.token_used(use_due)
@@ -86,6 +78,7 @@ def _checkpoint_locked(caller: writes.Caller, run_id: int, *, agent_parts: saves
             stored=locked.head_parts(),
             beat=True,
             key=keyed,
+            head_layout=locked.head_layout(),
         )
         return checkpoint, False
 

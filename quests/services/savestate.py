@@ -24,7 +24,7 @@ from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS
 from django.db.models import Max
 
-from checkpoints import compaction, sections, services as storage
+from checkpoints import compaction, refmaps, sections, services as storage
 from checkpoints.models import Checkpoint, Operation, Record, RecordKind, Trigger
 from checkpoints.pruning import blob_writers_guard
 from quests.engine import writes
@@ -257,6 +257,7 @@ def take_checkpoint(
     stored: AbstractSet[str] = frozenset(),
     beat: bool = False,
     key: writes.Key | None = None,
+    head_layout: refmaps.AgentLayout | None = None,
 ) -> Checkpoint:
     """Write a checkpoint of the mission (whose row the caller holds locked) and move its head.
 
@@ -266,7 +267,8 @@ def take_checkpoint(
     other checkpoints (an approval, a milestone, a restore) come after changes made by the
     people-side services and rebuild every section (and recount the archive) first, so they never
     depend on a section being refreshed. The write is the engine's one statement (`writes.checkpoint_write`),
-    which also beats `run` (`beat`) and remembers the idempotency `key` that asked for it."""
+    which also beats `run` (`beat`) and remembers the idempotency `key` that asked for it; the agent
+    refs go as a delta on the head's base (`head_layout`: as read with the lock; else the head is read)."""
     if trigger not in (Trigger.AGENT, Trigger.BACKGROUND, Trigger.STOP):
         # A restore sets records aside, so the archive totals are counted again too.
         sections_refresh(mission, recount=True)
@@ -281,18 +283,28 @@ def take_checkpoint(
         stored=stored,
         beat=beat,
         key=key,
+        head_layout=head_layout,
     )
     assert checkpoint is not None  # written under the mission's lock: nothing can have moved
     return checkpoint
 
 
-def take_checkpoint_unless_moved(
-    mission: Mission, *, run: Run, agent_parts: AgentParts, note: str, stored: AbstractSet[str], key: writes.Key, claim: writes.Claim
-) -> Checkpoint | None:
-    """The agent's checkpoint of a mission read without its lock (`writes.checkpoint_read`): written
-    only if the mission row is still as read, in one autocommit statement that takes the blob
-    writers' guard itself; None, with nothing written, when it moved meanwhile."""
-    return _write(mission, trigger=Trigger.AGENT, run=run, agent_parts=agent_parts, note=note, guarded=True, stored=stored, beat=True, key=key, claim=claim)
+def take_checkpoint_unless_moved(seen: writes.Locked, *, agent_parts: AgentParts, note: str, key: writes.Key, claim: writes.Claim) -> Checkpoint | None:
+    """The agent's checkpoint of a mission read without its lock (`seen`, by `writes.checkpoint_read`): written only if
+    the mission row is still as read, in one autocommit statement that takes the blob writers' guard itself; else None."""
+    return _write(
+        seen.mission,
+        trigger=Trigger.AGENT,
+        run=seen.run,
+        agent_parts=agent_parts,
+        note=note,
+        guarded=True,
+        stored=seen.head_parts(),
+        beat=True,
+        key=key,
+        claim=claim,
+        head_layout=seen.head_layout(),
+    )
 
 
 def take_checkpoint_if_changed(mission: Mission, *, trigger: str) -> Checkpoint | None:
@@ -309,7 +321,7 @@ def take_checkpoint_if_changed(mission: Mission, *, trigger: str) -> Checkpoint 
 
 def head_of(mission: Mission) -> Checkpoint | None:
     """The mission's head checkpoint as its locked row names it now."""
-    return named_now(mission, "head_checkpoint")
+    return named_now(mission, "head_checkpoint", Checkpoint.objects.with_refs())
 
 
 def _agent_side(mission: Mission, agent_state: dict[str, Any] | None, agent_parts: AgentParts | None) -> AgentParts:
@@ -343,6 +355,7 @@ def _write(
     beat: bool = False,
     key: writes.Key | None = None,
     claim: writes.Claim | None = None,
+    head_layout: refmaps.AgentLayout | None = None,
 ) -> Checkpoint | None:
     if not guarded:
         blob_writers_guard()
@@ -359,6 +372,8 @@ def _write(
         note_cutoff=report["note_cutoff"],
     )
     agent_refs, agent_contents, agent_size = _agent_side(mission, agent_state, agent_parts)
+    carried = head_layout is None and agent_state is None and agent_parts is None  # the head's agent state (no head: a new base)
+    agent_layout = refmaps.agent_layout(agent_refs, head.agent_layout if carried and (head := head_of(mission)) else head_layout)
     unstored_parts(mission)  # stored with the checkpoint's blobs (they are in `contents`)
     report["since"] = {"tool_outputs": 0, "bytes": 0}
     report["archive_due"] = False
@@ -371,7 +386,7 @@ def _write(
         hash=storage.document_hash(refs, agent_refs),
         note=note,
         state_refs=refs,
-        agent_state_refs=agent_refs,
+        agent_layout=agent_layout,
         record_watermark=report["watermark"],
         size_bytes=sum(sizes.get(name, 0) for name in refs) + agent_size,
         agent_state_bytes=agent_size,
@@ -396,14 +411,14 @@ def _write(
         trigger=trigger,
         hash=row.hash,
         note=note,
-        state_refs=refs,
-        agent_state_refs=agent_refs,
         record_watermark=row.record_watermark,
         size_bytes=row.size_bytes,
         agent_state_bytes=agent_size,
         new_bytes=written.new_bytes,
         compaction_report=compaction_report,
     )
+    checkpoint.state_refs, checkpoint.agent_layout = refs, agent_layout  # known: nothing to read again
+    checkpoint.maps_to_store()  # stored by the write
     checkpoint._state.adding, checkpoint._state.db = False, DEFAULT_DB_ALIAS
     if beat and run:
         run.heartbeat_at = written.created_at

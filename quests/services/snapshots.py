@@ -149,7 +149,11 @@ def snapshot_take(*, request_id: int) -> str:
         with transaction.atomic():
             # The mission's row lock, as every writer of its save state takes it; the head comes
             # along because the snapshot is compared with it.
-            mission = Mission.objects.select_for_update(of=("self",)).select_related("head_checkpoint").get(snapshot_requests__pk=request_id)
+            mission = (
+                Mission.objects.select_for_update(of=("self",))
+                .select_related("head_checkpoint__state_map", "head_checkpoint__agent_map")
+                .get(snapshot_requests__pk=request_id)
+            )
             checkpoint = take_checkpoint_if_changed(mission, trigger=Trigger.BACKGROUND)
             outcome = "taken" if checkpoint else "unchanged"
             # The compare-and-set that closes the claim: if a sweep handed the request to another

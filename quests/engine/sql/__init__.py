@@ -8,4 +8,4 @@ CTEs) has a `_PG` text; its SQLite counterpart is the same work as `_SQLITE` ste
 One module per group of calls, each readable top to bottom: `runs` (a run's lock, the agent's
 checkpoint, heartbeat, record, save state, run start), `ledger` (the operation ledger), `lifecycle`
 (mission create, a run's end), `bundle` (the resume bundle), `graph` (LangGraph's put_writes and
-get_tuple)."""
+get_tuple), and `refmaps` (the fragment every statement reads a checkpoint's agent-state refs with)."""

@@ -1,6 +1,7 @@
 """The resume bundle: everything the next run needs, read in one statement."""
 
 from checkpoints.models import DURABLE_RECORD_KINDS
+from quests.engine.sql.refmaps import AGENT_BASE_JOIN, AGENT_REFS_PG, AGENT_REFS_SQLITE
 
 # --- The resume bundle -----------------------------------------------------------------------------
 # Everything the next run is told, by section, each section a plain SELECT of the columns its part
@@ -14,8 +15,11 @@ from checkpoints.models import DURABLE_RECORD_KINDS
 _THIS_MISSION = "(SELECT {column} FROM quests_mission WHERE id = %(mission_id)s)"
 
 # The head checkpoint's agent-state references ({key: blob sha256}), as a JSON map: the one place
-# the bundle says where those references live (the checkpoint row, aliased `head`).
-AGENT_STATE_REFS = "head.agent_state_refs"
+# the bundle says where those references live (the head's base map, aliased `head_base`, joined to
+# the checkpoint row, aliased `head`, with the checkpoint's delta laid over it: checkpoints.refmaps).
+AGENT_STATE_BASE_JOIN = AGENT_BASE_JOIN.format(checkpoint="head", base="head_base")
+AGENT_STATE_REFS_PG = AGENT_REFS_PG.format(checkpoint="head", base="head_base")
+AGENT_STATE_REFS_SQLITE = AGENT_REFS_SQLITE.format(checkpoint="head", base="head_base")
 
 _DURABLE_KINDS = ", ".join(f"'{kind}'" for kind in DURABLE_RECORD_KINDS)
 
@@ -104,12 +108,15 @@ RESUME_BUNDLE_SECTIONS: tuple[tuple[str, str, str | None], ...] = (
 HEAD_AGENT_STATE_PG = f"""
 SELECT json_object_agg(ref.key, convert_from(b.data, 'UTF8')::json ORDER BY ref.n)
   FROM checkpoints_checkpoint head
- CROSS JOIN LATERAL jsonb_each_text({AGENT_STATE_REFS}) WITH ORDINALITY AS ref(key, sha, n)
+  {AGENT_STATE_BASE_JOIN}
+ CROSS JOIN LATERAL jsonb_each_text({AGENT_STATE_REFS_PG}) WITH ORDINALITY AS ref(key, sha, n)
   JOIN checkpoints_blob b ON b.sha256 = ref.sha
  WHERE head.id = {_THIS_MISSION.format(column="head_checkpoint_id")}"""
 HEAD_AGENT_STATE_SQLITE = f"""
 SELECT ref.key, b.data
-  FROM checkpoints_checkpoint head, json_each({AGENT_STATE_REFS}) ref
+  FROM checkpoints_checkpoint head
+  {AGENT_STATE_BASE_JOIN}
+  JOIN json_each({AGENT_STATE_REFS_SQLITE}) ref
   JOIN checkpoints_blob b ON b.sha256 = ref.value
  WHERE head.id = {_THIS_MISSION.format(column="head_checkpoint_id")}
  ORDER BY ref.id"""

@@ -1,6 +1,8 @@
 """A run's writes: the lock of its mission, the agent's checkpoint (locked, and in two round trips),
 the heartbeat, a record, the save state after a change, and a run's start."""
 
+from quests.engine.sql.refmaps import AGENT_BASE_JOIN, AGENT_REFS_PG, AGENT_REFS_SQLITE
+
 # The columns of a mission and a run, in their models' field order (`runner.model_from_row`
 # builds the instances from them).
 MISSION_COLUMNS = """
@@ -13,18 +15,29 @@ RUN_COLUMNS = """
     r.id, r.mission_id, r.number, r.agent, r.started_at, r.heartbeat_at, r.ended_at, r.stop_reason,
     r.stop_detail, r.token_id"""
 
+# The head checkpoint's agent-state refs (so unchanged parts are not sent again) with how they are
+# stored (the new checkpoint's delta goes on the same base), as a run's lock and the agent's
+# checkpoint read them: the columns (`{head_refs}`: the dialect's refs expression) and the joins.
+_HEAD_SEEN_COLUMNS = """head.id AS head_seen_id, {head_refs} AS head_seen_parts,
+       head.agent_map_id AS head_seen_base, head.agent_delta AS head_seen_delta"""
+_HEAD_SEEN_JOIN = f"""LEFT JOIN checkpoints_checkpoint head ON head.id = m.head_checkpoint_id
+  {AGENT_BASE_JOIN.format(checkpoint="head", base="head_base")}"""
+_HEAD_REFS_PG = AGENT_REFS_PG.format(checkpoint="head", base="head_base")
+_HEAD_REFS_SQLITE = AGENT_REFS_SQLITE.format(checkpoint="head", base="head_base")
+
 # --- Lock a run's mission -------------------------------------------------------------------------
 # The run, its mission locked, and what the write needs to know before it writes: what the
 # idempotency key already made (under the mission owner's account, in the mission's scope), and
-# the head checkpoint's agent-state refs (so unchanged parts are not sent again). The caller sees
-# only its own missions, and only its token's mission when the token is limited to one.
+# the head checkpoint's agent-state refs (so unchanged parts are not sent again) with how they are
+# stored (the new checkpoint's delta goes on the same base). The caller sees only its own
+# missions, and only its token's mission when the token is limited to one.
 _LOCK_RUN = f"""
 SELECT {RUN_COLUMNS}, {MISSION_COLUMNS},
-       head.id AS head_seen_id, head.agent_state_refs AS head_seen_parts,
+       {_HEAD_SEEN_COLUMNS},
        earlier.object_id AS replay_object_id, earlier.request_hash AS replay_request_hash
   FROM quests_run r
   JOIN quests_mission m ON m.id = r.mission_id
-  LEFT JOIN checkpoints_checkpoint head ON head.id = m.head_checkpoint_id
+  {_HEAD_SEEN_JOIN}
   LEFT JOIN quests_idempotentrequest earlier
          ON earlier.owner_id = m.owner_id
         AND earlier.scope = 'm' || m.id || ':' || %(key_suffix)s
@@ -34,18 +47,19 @@ SELECT {RUN_COLUMNS}, {MISSION_COLUMNS},
    AND (CAST(%(token_mission_id)s AS bigint) IS NULL OR m.id = %(token_mission_id)s)"""
 # Blob writers share an advisory lock that the blob collector takes alone (checkpoints.pruning).
 LOCK_RUN_PG = (
-    _LOCK_RUN.replace(
+    _LOCK_RUN.format(head_refs=_HEAD_REFS_PG).replace(
         "earlier.request_hash AS replay_request_hash",
         "earlier.request_hash AS replay_request_hash,\n       pg_advisory_xact_lock_shared(%(blob_gc_lock)s) AS blob_writers_guard",
     )
     + "\n   FOR UPDATE OF m"
 )
-LOCK_RUN_SQLITE = _LOCK_RUN
+LOCK_RUN_SQLITE = _LOCK_RUN.format(head_refs=_HEAD_REFS_SQLITE)
 
 # --- Write a checkpoint ----------------------------------------------------------------------------
 # The blobs it needs that are new, the notes a compaction pass archives (their blobs go with the
 # others), its row, the key that made it, the run's heartbeat, and the mission's head moved to it
 # with the save state's bookkeeping. `new_bytes` counts the state's blobs this statement stored.
+# The checkpoint's reference maps that may be new are stored as blobs are (checkpoints.refmaps).
 # Everything hangs off `claimed`, the row the checkpoint gets its id from: under the mission's row
 # lock (the locked path) it is simply the next id; on the agent's fast path it is the mission row
 # the compare-and-set claimed, so that nothing is written when the mission moved meanwhile.
@@ -59,6 +73,11 @@ WITH {claim}, beat AS (
      WHERE EXISTS (SELECT 1 FROM claimed)
     ON CONFLICT DO NOTHING
     RETURNING sha256, size_bytes
+), mapped AS (
+    INSERT INTO checkpoints_refmap (sha256, refs)
+    SELECT sent.sha, sent.refs FROM unnest(CAST(%(map_shas)s AS text[]), CAST(%(map_refs)s AS jsonb[])) AS sent(sha, refs)
+     WHERE EXISTS (SELECT 1 FROM claimed)
+    ON CONFLICT DO NOTHING
 ), archived AS (
     UPDATE checkpoints_record
        SET blob_id = moved.blob_id, text = moved.preview, size_bytes = moved.size_bytes, archived = TRUE
@@ -68,12 +87,13 @@ WITH {claim}, beat AS (
 ), made AS (
     INSERT INTO checkpoints_checkpoint (
         id, created_at, retention_class, retention_approved_at, expires_at, mission_id, run_id, parent_id, seq, trigger,
-        hash, verified, verified_at, note, state_refs, agent_state_refs, record_watermark, size_bytes,
+        hash, verified, verified_at, note, state_map_id, agent_map_id, agent_delta, record_watermark, size_bytes,
         agent_state_bytes, new_bytes, compaction_report)
     SELECT
         claimed.id, %(now)s, 'working', NULL, NULL, CAST(%(mission_id)s AS bigint), CAST(%(run_id)s AS bigint),
         CAST(%(parent_id)s AS bigint), CAST(%(seq)s AS integer), CAST(%(trigger)s AS text),
-        CAST(%(hash)s AS text), false, NULL, CAST(%(note)s AS text), CAST(%(state_refs)s AS jsonb), CAST(%(agent_state_refs)s AS jsonb),
+        CAST(%(hash)s AS text), false, NULL, CAST(%(note)s AS text), CAST(%(state_map_id)s AS text), CAST(%(agent_map_id)s AS text),
+        CAST(%(agent_delta)s AS jsonb),
         CAST(%(record_watermark)s AS bigint), CAST(%(size_bytes)s AS bigint), CAST(%(agent_state_bytes)s AS bigint),
         (SELECT COALESCE(SUM(size_bytes), 0) FROM stored WHERE sha256 = ANY(CAST(%(counted)s AS text[]))),
         CAST(%(compaction_report)s AS jsonb)
@@ -103,7 +123,8 @@ CHECKPOINT_WRITE_PG = _CHECKPOINT_WRITE.format(
 # --- The agent's checkpoint in two round trips -------------------------------------------------------
 # Round trip 1, in autocommit, locking nothing: who is calling (an agent token by its hash: valid,
 # not revoked, its user active, and the one mission it may be limited to; or a signed-in user as
-# given), the run and its mission as the caller may see them, the head's agent-state refs, what
+# given), the run and its mission as the caller may see them, the head's agent-state refs (and
+# their base and delta, for the new checkpoint's layout), what
 # the idempotency key already made, a fingerprint of the whole mission row as read, and the id the
 # checkpoint will have. No row: the caller is not authenticated; a row without a run: not found.
 _CALLER = """SELECT t.user_id, t.id AS token_id, t.mission_id AS token_mission_id, t.last_used_at
@@ -115,25 +136,26 @@ _CALLER = """SELECT t.user_id, t.id AS token_id, t.mission_id AS token_mission_i
 _CHECKPOINT_READ = f"""
 SELECT who.user_id, who.token_id, who.token_mission_id, who.last_used_at,
        {RUN_COLUMNS}, {MISSION_COLUMNS},
-       head.id AS head_seen_id, head.agent_state_refs AS head_seen_parts,
+       {_HEAD_SEEN_COLUMNS},
        earlier.object_id AS replay_object_id, earlier.request_hash AS replay_request_hash{{extra}}
   FROM ({_CALLER}) who
   LEFT JOIN (quests_run r JOIN quests_mission m ON m.id = r.mission_id)
          ON r.id = %(run_id)s
         AND m.owner_id = who.user_id
         AND (who.token_mission_id IS NULL OR m.id = who.token_mission_id)
-  LEFT JOIN checkpoints_checkpoint head ON head.id = m.head_checkpoint_id
+  {_HEAD_SEEN_JOIN}
   LEFT JOIN quests_idempotentrequest earlier
          ON earlier.owner_id = m.owner_id
         AND earlier.scope = 'm' || m.id || ':' || %(key_suffix)s
         AND earlier.key = %(key)s"""
 CHECKPOINT_READ_PG = _CHECKPOINT_READ.format(
+    head_refs=_HEAD_REFS_PG,
     extra=""",
        md5(CAST(m AS text)) AS mission_seen,
-       CASE WHEN r.id IS NOT NULL THEN nextval('checkpoints_checkpoint_id_seq') END AS checkpoint_id"""
+       CASE WHEN r.id IS NOT NULL THEN nextval('checkpoints_checkpoint_id_seq') END AS checkpoint_id""",
 )
 # SQLite writes under its database lock (the locked path): nothing to fingerprint or allocate.
-CHECKPOINT_READ_SQLITE = _CHECKPOINT_READ.format(extra=", NULL AS mission_seen, NULL AS checkpoint_id")
+CHECKPOINT_READ_SQLITE = _CHECKPOINT_READ.format(head_refs=_HEAD_REFS_SQLITE, extra=", NULL AS mission_seen, NULL AS checkpoint_id")
 
 # Round trip 2, in autocommit (one statement is one transaction): the checkpoint written only if
 # the mission row is still the one read (same fingerprint, and the run still its active run). The
@@ -164,16 +186,18 @@ CHECKPOINT_WRITE_SQLITE = (
     """INSERT INTO "checkpoints_blob" (sha256, data, size_bytes, media_type, created_at, retention_class, retention_approved_at, expires_at)
        VALUES (%(sha)s, %(data)s, length(%(data)s), %(media_type)s, %(now)s, 'working', NULL, NULL)
        ON CONFLICT DO NOTHING""",
+    # once per map
+    "INSERT INTO checkpoints_refmap (sha256, refs) VALUES (%(sha)s, %(refs)s) ON CONFLICT DO NOTHING",
     # once per archived note
     """UPDATE checkpoints_record SET blob_id = %(blob_id)s, text = %(preview)s, size_bytes = %(size_bytes)s, archived = TRUE
         WHERE id = %(id)s""",
     """INSERT INTO checkpoints_checkpoint (
         created_at, retention_class, retention_approved_at, expires_at, mission_id, run_id, parent_id, seq, trigger,
-        hash, verified, verified_at, note, state_refs, agent_state_refs, record_watermark, size_bytes,
+        hash, verified, verified_at, note, state_map_id, agent_map_id, agent_delta, record_watermark, size_bytes,
         agent_state_bytes, new_bytes, compaction_report)
        VALUES (
         %(now)s, 'working', NULL, NULL, %(mission_id)s, %(run_id)s, %(parent_id)s, %(seq)s, %(trigger)s,
-        %(hash)s, FALSE, NULL, %(note)s, %(state_refs)s, %(agent_state_refs)s, %(record_watermark)s, %(size_bytes)s,
+        %(hash)s, FALSE, NULL, %(note)s, %(state_map_id)s, %(agent_map_id)s, %(agent_delta)s, %(record_watermark)s, %(size_bytes)s,
         %(agent_state_bytes)s, %(new_bytes)s, %(compaction_report)s)
        RETURNING id, new_bytes""",
     """INSERT INTO quests_idempotentrequest (owner_id, scope, key, request_hash, object_id, created_at)

@@ -104,7 +104,7 @@ def _mission_export(mission: Mission) -> dict[str, Any]:
         **_lifecycle(mission, dump(MissionOut, mission)),
         "runs": _each(mission.runs.order_by("number"), lambda run: dump(RunOut, run)),
         "constraints": _each(mission.constraints.order_by("id"), lambda c: _lifecycle(c, dump(ConstraintOut, c))),
-        "checkpoints": _checkpoints_export(Checkpoint.objects.filter(mission=mission).order_by("seq")),
+        "checkpoints": _checkpoints_export(Checkpoint.objects.filter(mission=mission).with_refs().order_by("seq")),
         "records": _records_export(Record.objects.filter(mission=mission).order_by("id")),
         "ledger": _each(Operation.objects.filter(mission=mission).prefetch_related("events").order_by("id"), _operation_export),
         "approvals": _each(mission.approvals.order_by("id"), lambda a: _lifecycle(a, dump(ApprovalOut, a))),

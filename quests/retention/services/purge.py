@@ -23,7 +23,7 @@ from checkpoints.models import (
     RetentionPolicy,
     SnapshotRequest,
 )
-from checkpoints.pruning import blobs_collect_garbage
+from checkpoints.pruning import blobs_collect_garbage, blobs_referenced
 from quests.models import (
     TERMINAL_STATUSES,
     Approval,
@@ -208,9 +208,7 @@ def _blob_refs_of(ids: list[int]) -> set[str]:
     refs: set[str] = set()
     for state_refs in Mission.objects.filter(pk__in=ids).values_list("state_refs", flat=True):
         refs.update((state_refs or {}).values())
-    for state_refs, agent_refs in Checkpoint.objects.filter(mission_id__in=ids).values_list("state_refs", "agent_state_refs"):
-        refs.update((state_refs or {}).values())
-        refs.update((agent_refs or {}).values())
+    refs.update(blobs_referenced(Checkpoint.objects.filter(mission_id__in=ids)))
     refs.update(Record.objects.filter(mission_id__in=ids, blob__isnull=False).values_list("blob_id", flat=True))
     return refs
 
