@@ -1,21 +1,28 @@
 """One checkpoint: its state, and what changed against its parent or any other checkpoint of the
 same mission (chosen by its number, or from a few quick choices)."""
 
+from typing import cast
+
 from django.contrib.auth.decorators import login_required
-from django.http import HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 
 from checkpoints.models import Checkpoint
+from checkpoints.refmap_models import CheckpointQuerySet
 from checkpoints.services import checkpoint_documents
 from quests.models import Mission
 from quests.selectors import compare
 from quests.services import machine
-from quests.web.pages import NUMBER_DIGITS, get_or_404, query_number
+from quests.services.access import visible
+from quests.web.pages import NUMBER_DIGITS, actor, query_number
 
 
 @login_required
 def checkpoint_detail(request: HttpRequest, pk: int) -> HttpResponse:
-    checkpoint = get_or_404(request, Checkpoint, pk)
+    # With its reference maps (checkpoints.refmaps) in the same query: the page reads both documents.
+    checkpoint = cast(CheckpointQuerySet, visible(actor(request), Checkpoint)).with_refs().filter(pk=pk).first()
+    if checkpoint is None:
+        raise Http404(f"No checkpoint with id {pk}.")
     mission = Mission.objects.get(pk=checkpoint.mission_id)
     raw_seq = request.GET.get("compare")
     asked_seq = query_number((raw_seq or "").strip().lstrip("#"))
@@ -27,7 +34,7 @@ def checkpoint_detail(request: HttpRequest, pk: int) -> HttpResponse:
         asked = choices.by_id.get(against_id or 0)
         chosen = asked if asked is not None and asked.pk != checkpoint.pk else choices.by_id.get(checkpoint.parent_id)
     # The choices are light rows; the one compared with is read whole (its state references).
-    against = Checkpoint.objects.get(pk=chosen.pk) if chosen else None
+    against = Checkpoint.objects.with_refs().get(pk=chosen.pk) if chosen else None
     state, agent_state = checkpoint_documents(checkpoint)
     changes: list[compare.Change] = []
     if against is not None:
