@@ -24,7 +24,10 @@ from tests.test_concurrency import agents_like, race
 
 STATE = {f"k{i:02d}": {"text": "x" * 200, "n": i} for i in range(10)}
 UNAUTHENTICATED = {"error": {"code": "unauthenticated", "message": "Send a valid agent token (Authorization: Bearer …) or sign in."}}
-postgresql_only = pytest.mark.skipif(connection.vendor != "postgresql", reason="threads racing need PostgreSQL")
+postgresql_only = pytest.mark.skipif(
+    connection.vendor != "postgresql",
+    reason="SQLite serialises writers, so the compare-and-set race exists only on PostgreSQL (the suite runs on PostgreSQL; the SQLite run of the engine tests skips these)",
+)
 
 
 def key() -> str:
