@@ -113,12 +113,7 @@ def run_end(run: Run, mission: Mission, events: list[AuditEvent], *, now: dateti
             lifecycle_sql.RUN_END_PG,
             {
                 **params,
-                "event_entities": [e.entity for e in events],
-                "event_entity_ids": [e.entity_id for e in events],
-                "event_actions": [e.action for e in events],
-                "event_from_states": [e.from_state for e in events],
-                "event_to_states": [e.to_state for e in events],
-                "event_data": [runner.json_text(e.data) for e in events],
+                **runner.audit_event_arrays(events),
             },
         )
         return

@@ -117,3 +117,16 @@ def json_value(value: Any) -> Any:
 
 def now() -> datetime:
     return timezone.now()
+
+
+def audit_event_arrays(events: Sequence[Any]) -> dict[str, list[Any]]:
+    """Audit events as the column arrays a statement unnests (`AUDIT_EVENTS_PG`): one insert for
+    any number of events."""
+    return {
+        "event_entities": [e.entity for e in events],
+        "event_entity_ids": [e.entity_id for e in events],
+        "event_actions": [e.action for e in events],
+        "event_from_states": [e.from_state for e in events],
+        "event_to_states": [e.to_state for e in events],
+        "event_data": [json_text(e.data) for e in events],
+    }

@@ -1,3 +1,4 @@
+# Over 400 lines: the run's named writes share Caller, Key and Locked and the checkpoint read/write pair; the checkpoint pair moves to quests/engine/checkpoints.py next (it was merged from two branches this stop).
 """The engine's named operations on a run and its checkpoints. Each is one round trip on
 PostgreSQL; the caller holds Django's transaction (`transaction.atomic`)."""
 
@@ -413,12 +414,7 @@ def run_start(run: Run, mission: Mission, events: list[Any], key: Key | None) ->
             runs_sql.RUN_START_PG,
             {
                 **params,
-                "event_entities": [e.entity for e in events],
-                "event_entity_ids": [e.entity_id for e in events],
-                "event_actions": [e.action for e in events],
-                "event_from_states": [e.from_state for e in events],
-                "event_to_states": [e.to_state for e in events],
-                "event_data": [runner.json_text(e.data) for e in events],
+                **runner.audit_event_arrays(events),
             },
         )
         return run_id

@@ -1,4 +1,4 @@
-# Over 400 lines: the ledger chunks were merged in this stop; the section reads already live in section_reads.py, the rest splits with issue 20's engine work.
+# Over 400 lines: the current document (kept, applied, checkpointed) is one concern whose parts share its report; the ledger chunks and the checkpoint write (with the reference-map layout) split out next, after the engine settled this stop.
 """A mission's save state: its state document, kept current section by section, and written as
 checkpoints.
 
