@@ -17,7 +17,7 @@ from django.db import connection, transaction  # noqa: E402
 from rounds import rounds, show  # noqa: E402
 
 from checkpoints import refmaps  # noqa: E402
-from quests.engine import runner, writes  # noqa: E402
+from quests.engine import checkpoints as engine_checkpoints, runner, writes  # noqa: E402
 from quests.engine.sql import runs as runs_sql  # noqa: E402
 from quests.services import missions, runs, savestate  # noqa: E402
 from quests.services.audit import Actor  # noqa: E402
@@ -26,9 +26,9 @@ QUICK = os.environ.get("BENCH_QUICK") == "1"
 ROUNDS, SAMPLES = (2, 20) if QUICK else (6, 100)
 
 
-def _row(mission, state) -> writes.CheckpointRow:
+def _row(mission, state) -> engine_checkpoints.CheckpointRow:
     refs, contents = savestate.storage.parts(state)
-    return writes.CheckpointRow(
+    return engine_checkpoints.CheckpointRow(
         mission_id=mission.pk,
         run_id=None,
         parent_id=mission.head_checkpoint_id,
@@ -50,7 +50,7 @@ def _row(mission, state) -> writes.CheckpointRow:
     )
 
 
-def _params(row: writes.CheckpointRow, run_id: int, owner_id: int) -> dict:
+def _params(row: engine_checkpoints.CheckpointRow, run_id: int, owner_id: int) -> dict:
     return {
         "now": runner.now(),
         "beat_run_id": run_id,
@@ -78,7 +78,7 @@ def _params(row: writes.CheckpointRow, run_id: int, owner_id: int) -> dict:
     }
 
 
-def steps_one_by_one(row: writes.CheckpointRow, run_id: int, owner_id: int, *, pipeline: bool) -> None:
+def steps_one_by_one(row: engine_checkpoints.CheckpointRow, run_id: int, owner_id: int, *, pipeline: bool) -> None:
     """The SQLite form on PostgreSQL: beat, blobs (one insert each), row, key, head."""
     beat, blob, store_map, _, insert, remember, move = runs_sql.CHECKPOINT_WRITE_SQLITE
     params = _params(row, run_id, owner_id)
@@ -125,7 +125,7 @@ def main() -> int:
                 row = _row(mission, current)
                 start = common.time.perf_counter()
                 if form == "cte":
-                    writes.checkpoint_write(row, beat_run_id=run.pk, key=writes.Key("bench", uuid.uuid4().hex, "0" * 64), key_owner_id=owner)
+                    engine_checkpoints.checkpoint_write(row, beat_run_id=run.pk, key=writes.Key("bench", uuid.uuid4().hex, "0" * 64), key_owner_id=owner)
                 else:
                     steps_one_by_one(row, run.pk, owner, pipeline=form == "pipeline")
                 return common.time.perf_counter() - start

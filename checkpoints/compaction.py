@@ -29,7 +29,7 @@ def live_records(mission_id: int):
 class Archived:
     """What one compaction pass moves out of active state: the notes, their blobs to store and
     their new previews. Nothing is written here: the checkpoint that reports the pass writes it in
-    its own statement (quests.engine.writes.checkpoint_write)."""
+    its own statement (quests.engine.checkpoints.checkpoint_write)."""
 
     note_ids: list[int]
     note_bytes: int

@@ -79,7 +79,7 @@ def checkpoint_write(
 ) -> Checkpoint:
     """Write an immutable checkpoint of whole documents, through the ORM: for tools, tests and
     benchmarks that build histories by hand. The services write checkpoints through the engine
-    (`quests.engine.writes.checkpoint_write`), which also moves the mission's head.
+    (`quests.engine.checkpoints.checkpoint_write`), which also moves the mission's head.
     `agent_state=None` carries the parent's agent state over by reference."""
     state_refs, state_contents = parts(state or {})
     if agent_state is None:

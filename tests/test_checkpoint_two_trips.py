@@ -15,7 +15,7 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from checkpoints.models import Checkpoint
-from quests.engine import writes
+from quests.engine import checkpoints as engine_checkpoints
 from quests.models import AgentToken, Mission
 from quests.services import throttle
 from quests.services.tokens import token_create
@@ -193,7 +193,7 @@ def test_a_write_whose_mission_moved_after_the_read_takes_the_locked_path(agent,
     nothing, nothing of the first attempt is written, and the locked path writes the checkpoint
     with the record's section in it."""
     assert post_checkpoint(agent, run["id"]).status_code == 201
-    read = writes.checkpoint_read
+    read = engine_checkpoints.checkpoint_read
 
     def read_then_someone_writes(*args, **kwargs):
         seen = read(*args, **kwargs)
@@ -202,7 +202,7 @@ def test_a_write_whose_mission_moved_after_the_read_takes_the_locked_path(agent,
         other.join()
         return seen
 
-    monkeypatch.setattr(writes, "checkpoint_read", read_then_someone_writes)
+    monkeypatch.setattr(engine_checkpoints, "checkpoint_read", read_then_someone_writes)
     with CaptureQueriesContext(connection) as captured:
         response = post_checkpoint(agent, run["id"], {**STATE, "k01": "changed"})
     assert response.status_code == 201, response.content

@@ -186,11 +186,11 @@ def test_a_checkpoint_sends_only_the_parts_its_head_lacks(working, monkeypatch):
     """The head's agent-state parts exist already: an unchanged part is not sent again. (The
     blobs travel as one array parameter of the engine's write, so what is sent is read there.)"""
     from checkpoints.services import canonical_json, sha256_hex
-    from quests.engine import writes
+    from quests.engine import checkpoints as engine_checkpoints
 
     sent: list[str] = []
-    write = writes.checkpoint_write
-    monkeypatch.setattr(writes, "checkpoint_write", lambda row, **kw: (sent.extend(row.blobs), write(row, **kw))[1])
+    write = engine_checkpoints.checkpoint_write
+    monkeypatch.setattr(engine_checkpoints, "checkpoint_write", lambda row, **kw: (sent.extend(row.blobs), write(row, **kw))[1])
     agent, _, run_id = working
     changed = {**AGENT_STATE, "k07": {"text": "only this changed", "n": 7}}
     assert agent.post(f"runs/{run_id}/checkpoints", {"agent_state": changed, "key": key()}).status_code == 201

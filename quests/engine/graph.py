@@ -1,5 +1,5 @@
 """The engine's named writes for LangGraph's saver beyond its checkpoints (which are the agent's,
-`writes.checkpoint_write`): a task's pending writes, one round trip on PostgreSQL."""
+`checkpoints.checkpoint_write`): a task's pending writes, one round trip on PostgreSQL."""
 
 from dataclasses import dataclass
 from datetime import datetime

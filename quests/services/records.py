@@ -14,7 +14,7 @@ from checkpoints import compaction, services as storage
 from checkpoints.models import Checkpoint, Record, RecordKind
 from checkpoints.sections import touched
 from checkpoints.services import sha256_hex
-from quests.engine import writes
+from quests.engine import checkpoints as engine_checkpoints, writes
 from quests.services import idempotency, locking, savestate, throttle, tokens
 from quests.services.audit import Actor
 from quests.services.errors import InvalidInput, NotFound, Unauthenticated
@@ -32,7 +32,7 @@ def checkpoint_create(
     the locked path writes instead."""
     parts = savestate.agent_parts_of(agent_state)
     keyed = checkpoint_keyed(key, parts, note)
-    seen = writes.checkpoint_read(actor if isinstance(actor, writes.Credentials) else locking.caller(actor), run_id, keyed)
+    seen = engine_checkpoints.checkpoint_read(actor if isinstance(actor, writes.Credentials) else locking.caller(actor), run_id, keyed)
     if seen is None:
         raise Unauthenticated("Send a valid agent token (Authorization: Bearer …) or sign in.")
     if isinstance(actor, writes.Credentials):

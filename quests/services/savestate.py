@@ -27,7 +27,7 @@ from django.db.models import Max
 from checkpoints import compaction, refmaps, sections, services as storage
 from checkpoints.models import Checkpoint, Operation, Record, RecordKind, Trigger
 from checkpoints.pruning import blob_writers_guard
-from quests.engine import writes
+from quests.engine import checkpoints as ckpts, writes
 from quests.models import Mission, Run
 from quests.services.locking import named_now
 from quests.services.section_reads import archive_counts, ledger_rows, section_rows, section_value
@@ -266,7 +266,7 @@ def take_checkpoint(
     written, and ends pending items, whose sections `runs.pending_ended` refreshes). The system's
     other checkpoints (an approval, a milestone, a restore) come after changes made by the
     people-side services and rebuild every section (and recount the archive) first, so they never
-    depend on a section being refreshed. The write is the engine's one statement (`writes.checkpoint_write`),
+    depend on a section being refreshed. The write is the engine's one statement (`ckpts.checkpoint_write`),
     which also beats `run` (`beat`) and remembers the idempotency `key` that asked for it; the agent
     refs go as a delta on the head's base (`head_layout`: as read with the lock; else the head is read)."""
     if trigger not in (Trigger.AGENT, Trigger.BACKGROUND, Trigger.STOP):
@@ -289,8 +289,8 @@ def take_checkpoint(
     return checkpoint
 
 
-def take_checkpoint_unless_moved(seen: writes.Locked, *, agent_parts: AgentParts, note: str, key: writes.Key, claim: writes.Claim) -> Checkpoint | None:
-    """The agent's checkpoint of a mission read without its lock (`seen`, by `writes.checkpoint_read`): written only if
+def take_checkpoint_unless_moved(seen: writes.Locked, *, agent_parts: AgentParts, note: str, key: writes.Key, claim: ckpts.Claim) -> Checkpoint | None:
+    """The agent's checkpoint of a mission read without its lock (`seen`, by `ckpts.checkpoint_read`): written only if
     the mission row is still as read, in one autocommit statement that takes the blob writers' guard itself; else None."""
     return _write(
         seen.mission,
@@ -354,7 +354,7 @@ def _write(
     stored: AbstractSet[str] = frozenset(),
     beat: bool = False,
     key: writes.Key | None = None,
-    claim: writes.Claim | None = None,
+    claim: ckpts.Claim | None = None,
     head_layout: refmaps.AgentLayout | None = None,
 ) -> Checkpoint | None:
     if not guarded:
@@ -377,7 +377,7 @@ def _write(
     unstored_parts(mission)  # stored with the checkpoint's blobs (they are in `contents`)
     report["since"] = {"tool_outputs": 0, "bytes": 0}
     report["archive_due"] = False
-    row = writes.CheckpointRow(
+    row = ckpts.CheckpointRow(
         mission_id=mission.pk,
         run_id=run.pk if run else None,
         parent_id=mission.head_checkpoint_id,
@@ -398,7 +398,7 @@ def _write(
         mission_state_refs=mission.state_refs,
         mission_state_report=mission.state_report,
     )
-    written = writes.checkpoint_write(row, beat_run_id=run.pk if beat and run else None, key=key, key_owner_id=mission.owner_id, claim=claim)
+    written = ckpts.checkpoint_write(row, beat_run_id=run.pk if beat and run else None, key=key, key_owner_id=mission.owner_id, claim=claim)
     if written is None:
         return None
     checkpoint = Checkpoint(
