@@ -6,9 +6,13 @@ import json
 from typing import Any
 
 
+# Made once (`json.dumps` with arguments builds an encoder on every call): the same bytes.
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+
+
 def canonical_json(value: Any) -> bytes:
     """The one serialisation that hashes are taken over: sorted keys, no whitespace, UTF-8."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str).encode()
+    return _CANONICAL.encode(value).encode()
 
 
 def sha256_hex(data: bytes) -> str:

@@ -10,54 +10,70 @@ queries keep their client-side binding."""
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
+from functools import cache
 from typing import Any, TypeVar
 
-from django.db import connection
+from django.db import DEFAULT_DB_ALIAS, connections
+from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import Model
 from django.utils import timezone
 
 M = TypeVar("M", bound=Model)
+# Made once: `json.dumps` with arguments builds an encoder on every call.
+_JSON = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
+
+
+def _db() -> BaseDatabaseWrapper:
+    """Django's connection of this thread, looked up once per use (`connection` looks it up on
+    every attribute)."""
+    return connections[DEFAULT_DB_ALIAS]
 
 
 def is_postgresql() -> bool:
-    return connection.vendor == "postgresql"
+    return _db().vendor == "postgresql"
 
 
 def cursor():
     """A cursor on Django's connection: server-side binding on PostgreSQL, Django's own elsewhere."""
-    if not is_postgresql():
-        return connection.cursor()
+    db = _db()
+    if db.vendor != "postgresql":
+        return db.cursor()
     from django.db.backends.postgresql.base import ServerBindingCursor
 
-    connection.ensure_connection()
-    raw = ServerBindingCursor(connection.connection)
+    db.ensure_connection()
+    raw = ServerBindingCursor(db.connection)
     # Django's own wrapping (query log, execute wrappers), as `connection.cursor()` does it.
-    return connection.make_debug_cursor(raw) if connection.queries_logged else connection.make_cursor(raw)
+    return db.make_debug_cursor(raw) if db.queries_logged else db.make_cursor(raw)
 
 
 def bound(params: Mapping[str, Any]) -> dict[str, Any]:
     """Parameters as the database takes them: JSON as text, times as the backend stores them."""
-    return {name: _adapt(value) for name, value in params.items()}
+    db = _db()
+    if db.vendor == "postgresql":
+        return {name: json_text(value) if isinstance(value, dict) else value for name, value in params.items()}
+    adapt = db.ops.adapt_datetimefield_value
+    return {name: json_text(value) if isinstance(value, dict) else adapt(value) if isinstance(value, datetime) else value for name, value in params.items()}
 
 
 def json_text(value: Any) -> str:
     """JSON as the engine binds it: compact, unescaped text (PostgreSQL casts it where it is jsonb)."""
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
-
-
-def _adapt(value: Any) -> Any:
-    if isinstance(value, dict):
-        return json_text(value)
-    if isinstance(value, datetime) and not is_postgresql():
-        return connection.ops.adapt_datetimefield_value(value)
-    return value
+    return _JSON.encode(value)
 
 
 def fetch(statement: str, params: Mapping[str, Any]) -> list[tuple]:
     """One statement, its rows (none for a write without RETURNING)."""
     with cursor() as c:
         c.execute(statement, bound(params))
-        return c.fetchall() if c.description else []
+        return c.fetchall() if _has_rows(c) else []
+
+
+def _has_rows(c: Any) -> bool:
+    """Whether the statement returned a result set. psycopg's `description` makes a column object
+    per column on every look (the checkpoint's read has ~50): its result says so without them."""
+    result = getattr(c.cursor, "pgresult", None)
+    if result is not None:
+        return bool(result.nfields)
+    return c.description is not None
 
 
 def fetch_named(statement: str, params: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -93,21 +109,34 @@ def fetch_each_named(statements: Iterable[tuple[str, Mapping[str, Any]]]) -> lis
 def model_from_row(model: type[M], values: Sequence[Any]) -> M:
     """An instance of `model` from its columns in field order, converted as Django converts them
     when it reads the model (JSON decoded, SQLite's times parsed)."""
-    fields = model._meta.concrete_fields
-    converted = [_converted(model, field, value) for field, value in zip(fields, values)]
-    return model.from_db(connection.alias, [f.attname for f in fields], converted)
+    db = _db()
+    names, converting = _converting(model, db.vendor)
+    converted = list(values)
+    for i, expression in converting:
+        converted[i] = _converted(db, expression, converted[i])
+    return model.from_db(DEFAULT_DB_ALIAS, names, converted)
 
 
 def field_value(model: type[Model], name: str, value: Any) -> Any:
     """One column of `model` read outside an instance, converted as Django converts it."""
-    return _converted(model, model._meta.get_field(name), value)
+    return _converted(_db(), model._meta.get_field(name).get_col(model._meta.db_table), value)  # type: ignore[union-attr]
 
 
-def _converted(model: type[Model], field: Any, value: Any) -> Any:
-    expression = field.get_col(model._meta.db_table)
-    for converter in connection.ops.get_db_converters(expression) + expression.get_db_converters(connection):
-        value = converter(value, expression, connection)
+def _converted(db: BaseDatabaseWrapper, expression: Any, value: Any) -> Any:
+    for converter in db.ops.get_db_converters(expression) + expression.get_db_converters(db):
+        value = converter(value, expression, db)
     return value
+
+
+@cache
+def _converting(model: type[Model], vendor: str) -> tuple[list[str], list[tuple[int, Any]]]:
+    """A model's column names in field order, and the columns the backend converts as it reads
+    them: found once per model (most columns have no converter), not on every row."""
+    db = _db()
+    fields = model._meta.concrete_fields
+    columns = [(i, field.get_col(model._meta.db_table)) for i, field in enumerate(fields)]
+    converting = [(i, col) for i, col in columns if db.ops.get_db_converters(col) + col.get_db_converters(db)]
+    return [f.attname for f in fields], converting
 
 
 def json_value(value: Any) -> Any:

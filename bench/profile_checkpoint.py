@@ -1,0 +1,75 @@
+"""Where the service checkpoint's time goes: `records.checkpoint_create` in a started run (as
+bench_vs_langgraph.py calls it), timed (p50 of N calls), its statements captured, and profiled
+with cProfile (top functions by own and cumulative time).
+
+    BENCH_DATABASE_URL=… .venv/bin/python bench/profile_checkpoint.py [N] [--saver]
+
+`--saver` profiles the LangGraph put endpoint's service (`graph.graph_checkpoint_put`) instead."""
+
+import cProfile
+import os
+import pstats
+import statistics
+import sys
+import time
+import uuid
+
+os.environ["DATABASE_URL"] = os.environ.get("BENCH_DATABASE_URL", "postgres://questlog:questlog@127.0.0.1:5432/questlog_bench_profile")
+
+import common  # noqa: E402
+
+common.setup()
+
+from django.db import connection  # noqa: E402
+from django.test.utils import CaptureQueriesContext  # noqa: E402
+
+from quests.services import missions, records, runs  # noqa: E402
+
+N = int(next((a for a in sys.argv[1:] if a.isdigit()), "300"))
+SAVER = "--saver" in sys.argv
+
+
+def main() -> None:
+    common.remove_bench_data()
+    user = common.bench_user("profile")
+    from quests.services.audit import Actor
+
+    actor = Actor(user=user)
+    mission, _ = missions.mission_create(actor=actor, title="profile", objective="Profile the checkpoint.")
+    run, _ = runs.run_start(actor=actor, mission_id=mission.pk, agent="bench")
+    state = common.AgentState(keys=20, key_bytes=500, seed=1)
+    call = saver_call(actor) if SAVER else (lambda s: records.checkpoint_create(actor=actor, run_id=run.pk, agent_state=s, note="", key=uuid.uuid4().hex))
+    for _ in range(50):
+        call(state.next()[0])
+    took, cpu = [], []
+    for s in [state.next()[0] for _ in range(N)]:
+        t, c = time.perf_counter(), time.thread_time()
+        call(s)
+        cpu.append((time.thread_time() - c) * 1000)
+        took.append((time.perf_counter() - t) * 1000)
+    # CPU time is this thread's own work (Python, encoding, socket calls): the machine's noise and
+    # the server's time fall outside it.
+    p10 = statistics.quantiles(took, n=10)[0], statistics.quantiles(cpu, n=10)[0]
+    print(f"wall p50 {statistics.median(took):.3f} ms  p10 {p10[0]:.3f} ms;  cpu p50 {statistics.median(cpu):.3f} ms  p10 {p10[1]:.3f} ms  over {N}")
+    with CaptureQueriesContext(connection) as captured:
+        call(state.next()[0])
+    for q in captured.captured_queries:
+        print(f"  {q['time']}s  {q['sql'][:100]!r}")
+    ahead = [state.next()[0] for _ in range(N)]  # made before: the profile shows the call alone
+    profile = cProfile.Profile(time.thread_time)  # CPU time: waits on the server fall outside
+    profile.enable()
+    for s in ahead:
+        call(s)
+    profile.disable()
+    stats = pstats.Stats(profile)
+    stats.sort_stats("tottime").print_stats(25)
+    stats.sort_stats("cumulative").print_stats(45)
+    common.remove_bench_data()
+
+
+def saver_call(actor):
+    raise SystemExit("--saver: see below")
+
+
+if __name__ == "__main__":
+    main()
