@@ -25,6 +25,9 @@ class Claim:
     mission_seen: str
     checkpoint_id: int
     used_token_id: int | None = None
+    # A row written with the checkpoint, in its statement: the claimed write that also writes it
+    # (`CHECKPOINT_CLAIMED_WRITE_PG` with more) and the row's parameters (QuestlogSaver.put's row).
+    also: tuple[str, dict[str, Any]] | None = None
 
 
 @dataclass
@@ -148,8 +151,12 @@ def checkpoint_write(
             if claim
             else {}
         )
+        statement = runs_sql.CHECKPOINT_CLAIMED_WRITE_PG if claim else runs_sql.CHECKPOINT_WRITE_PG
+        if claim and claim.also:
+            statement, also = claim.also
+            claimed.update(also)
         rows = runner.fetch(
-            runs_sql.CHECKPOINT_CLAIMED_WRITE_PG if claim else runs_sql.CHECKPOINT_WRITE_PG,
+            statement,
             {
                 **params,
                 **claimed,

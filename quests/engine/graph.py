@@ -1,13 +1,73 @@
-"""The engine's named writes for LangGraph's saver beyond its checkpoints (which are the agent's,
-`checkpoints.checkpoint_write`): a task's pending writes, one round trip on PostgreSQL."""
+"""The engine's named operations for LangGraph's saver: the read of a put's fast path (its write is
+the agent's, `checkpoints.checkpoint_write`, with the LangGraph row in the same statement), and a
+task's pending writes; one round trip each on PostgreSQL."""
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
 from quests.engine import runner
+from quests.engine.checkpoints import Claim
 from quests.engine.sql import graph as graph_sql
-from quests.engine.writes import Caller
+from quests.engine.writes import MISSION_WIDTH, RUN_WIDTH, Caller, Locked, locked_from_row
+
+
+@dataclass(frozen=True)
+class GraphRow:
+    """A LangGraph checkpoint's row (`GraphCheckpoint`) as the saver's put writes it."""
+
+    ns: str
+    graph_id: str
+    parent_graph_id: str
+    skeleton: dict[str, Any]
+    metadata: dict[str, Any]
+    channels: dict[str, list[Any]]  # {channel: [version, blob sha256, size]}
+    run_ref: str
+
+
+@dataclass(frozen=True)
+class GraphSeen:
+    """What `graph_put_read` read: the session run and its mission as a run's lock reads them (no
+    lock held), whether the checkpoint is saved already, the parent's channel map, and the claim
+    (with the LangGraph row's id) for the write."""
+
+    locked: Locked
+    known: bool
+    parent_channels: dict[str, list[Any]] | None
+    claim: Claim
+    graph_row_id: int
+
+
+def graph_put_read(caller: Caller, *, thread_id: str, ns: str, graph_id: str, parent_graph_id: str) -> GraphSeen | None:
+    """Round trip 1 of the saver's put (PostgreSQL, autocommit): None when the caller has no such
+    live thread, or its mission no active run."""
+    params = {**caller.params(), "thread_id": thread_id, "ns": ns, "graph_id": graph_id, "parent_graph_id": parent_graph_id}
+    rows = runner.fetch(graph_sql.GRAPH_PUT_READ_PG, params)
+    if not rows:
+        return None
+    mission_seen, checkpoint_id, graph_row_id, known, parent_channels = rows[0][RUN_WIDTH + MISSION_WIDTH + 6 :]
+    return GraphSeen(
+        locked=locked_from_row(rows[0]),
+        known=known,
+        parent_channels=runner.json_value(parent_channels),
+        claim=Claim(mission_seen=mission_seen, checkpoint_id=checkpoint_id),
+        graph_row_id=graph_row_id,
+    )
+
+
+def graph_claim(seen: GraphSeen, row: GraphRow) -> Claim:
+    """The claim of the put's write: the checkpoint and `row` in one statement, or nothing."""
+    also = {
+        "graph_row_id": seen.graph_row_id,
+        "ns": row.ns,
+        "graph_id": row.graph_id,
+        "parent_graph_id": row.parent_graph_id,
+        "skeleton": runner.json_text(row.skeleton),
+        "metadata": runner.json_text(row.metadata),
+        "graph_channels": runner.json_text(row.channels),
+        "run_ref": row.run_ref,
+    }
+    return replace(seen.claim, also=(graph_sql.GRAPH_PUT_CLAIMED_WRITE_PG, also))
 
 
 @dataclass(frozen=True)

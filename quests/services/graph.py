@@ -10,30 +10,33 @@ approval that the next run of the graph waits for. Channel values arrive already
 client ({"type", "data"}) and are stored as content-addressed blobs, one per channel and version:
 a checkpoint sends only the channels in LangGraph's `new_versions` and refers to the others."""
 
+from dataclasses import replace
 from datetime import timedelta
 from typing import Any, Literal, overload
 
 from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.db import DEFAULT_DB_ALIAS, IntegrityError, transaction
 from django.db.models import Q, QuerySet, Subquery
 from django.utils import timezone
 
 from checkpoints.models import GraphCheckpoint, GraphWrite
 from checkpoints.pruning import blob_writers_guard_expression
 from checkpoints.services import canonical_json, sha256_hex
-from quests.engine import graph as engine_graph, writes as engine_writes
+from quests.engine import graph as engine_graph, runner, writes as engine_writes
 from quests.models import ApprovalStatus, GraphThread, Mission, MissionStatus, Run
 from quests.services import approvals, machine, missions, runs, savestate
 from quests.services.access import visible
 from quests.services.audit import Actor
 from quests.services.errors import Conflict, InvalidInput, NotFound, ServiceError, mission_not_startable
-from quests.services.locking import named_now
+from quests.services.locking import caller, named_now
 
 SESSION_AGENT = "langgraph"
 # What a save may find the mission doing, besides running or ready to run: after an interrupt the
 # graph still saves its checkpoint and the writes of its other tasks while the person decides.
 WRITES_WHILE_WAITING = (MissionStatus.WAITING_FOR_APPROVAL,)
 LIST_LIMIT = 100
+# A LangGraph checkpoint has no idempotency key: a retried save answers the saved one (its id).
+NO_KEY = engine_writes.Key("checkpoints", None)
 
 
 class ThreadDeleted(ServiceError):
@@ -189,62 +192,75 @@ def graph_put(
     versions = skeleton.get("channel_versions") or {}
     if not isinstance(versions, dict):
         raise InvalidInput("checkpoint.channel_versions must be an object.", field="checkpoint.channel_versions")
+    row = engine_graph.GraphRow(
+        ns=ns,
+        graph_id=graph_id,
+        parent_graph_id=parent_graph_id or "",
+        skeleton=skeleton,
+        metadata=metadata,
+        channels={},
+        run_ref=str(metadata.get("run_id") or "")[:100],
+    )
+    note = f"LangGraph {metadata.get('source', 'checkpoint')} step {metadata.get('step', '?')}"[:200]
+    saved = _put_unlocked(actor, thread_id, row, versions, channels, note) if runner.is_postgresql() and actor.user is not None else None
+    if saved is not None:
+        return saved
     with transaction.atomic():
         mission = lock_thread(actor, thread_id, title=title, mission_id=mission_id)
-        known = {row.graph_id: row for row in GraphCheckpoint.objects.filter(mission=mission, ns=ns, graph_id__in=[graph_id, parent_graph_id or graph_id])}
+        known = {
+            found.graph_id: found for found in GraphCheckpoint.objects.filter(mission=mission, ns=ns, graph_id__in=[graph_id, parent_graph_id or graph_id])
+        }
         if graph_id in known:
             return known[graph_id]
         run = session_run(actor, mission)
-        resolved, contents = _channels(mission, ns, versions, channels, parent=known.get(parent_graph_id or ""))
+        parent = known.get(parent_graph_id or "")
+        resolved, contents = _channels(mission, ns, versions, channels, parent_channels=parent.channels if parent else None)
         savestate.ensure_current(mission)
         refs = {name: sha for name, (_, sha, _) in resolved.items()}
         size = sum(item[2] for item in resolved.values())
         stored = set(refs.values()) - set(contents)
         checkpoint = savestate.take_checkpoint(
-            mission,
-            trigger="agent",
-            run=run,
-            agent_parts=(refs, contents, size),
-            guarded=True,
-            stored=stored,
-            beat=True,
-            note=f"LangGraph {metadata.get('source', 'checkpoint')} step {metadata.get('step', '?')}"[:200],
+            mission, trigger="agent", run=run, agent_parts=(refs, contents, size), guarded=True, stored=stored, beat=True, note=note
         )
-        row = GraphCheckpoint(
-            checkpoint=checkpoint,
-            mission=mission,
-            ns=ns,
-            graph_id=graph_id,
-            parent_graph_id=parent_graph_id or "",
-            skeleton=skeleton,
-            metadata=metadata,
-            channels={name: list(item) for name, item in resolved.items()},
-            run_ref=str(metadata.get("run_id") or "")[:100],
-        )
-        row.save(force_insert=True)
-        row.checkpoint = checkpoint
-        return row
+        saved = GraphCheckpoint(checkpoint=checkpoint, mission=mission, **{**vars(row), "channels": {name: list(item) for name, item in resolved.items()}})
+        saved.save(force_insert=True)
+        saved.checkpoint = checkpoint
+        return saved
+
+
+def _put_unlocked(
+    actor: Actor, thread_id: str, row: engine_graph.GraphRow, versions: dict[str, Any], channels: dict[str, dict[str, Any]], note: str
+) -> GraphCheckpoint | None:
+    """The save in two autocommit statements, as the agent's checkpoint is made (PostgreSQL): the
+    live thread's mission and session run read without a lock, then the checkpoint and its row
+    written only if the mission row is still as read. None, with nothing written, sends the save
+    down the locked path: a first save or a deleted thread, a save already made, a session run to
+    start, a channel its parent does not hold, or a mission that moved after the read."""
+    seen = engine_graph.graph_put_read(caller(actor), thread_id=thread_id, ns=row.ns, graph_id=row.graph_id, parent_graph_id=row.parent_graph_id)
+    if seen is None or seen.known or seen.locked.run.is_stale():
+        return None
+    resolved, contents, missing = _channels_known(versions, channels, seen.parent_channels)
+    if missing:
+        return None
+    refs = {name: sha for name, (_, sha, _) in resolved.items()}
+    row = replace(row, channels={name: list(item) for name, item in resolved.items()})
+    agent_parts = (refs, contents, sum(item[2] for item in resolved.values()))
+    claim = engine_graph.graph_claim(seen, row)
+    checkpoint = savestate.take_checkpoint_unless_moved(seen.locked, agent_parts=agent_parts, note=note, key=NO_KEY, claim=claim)
+    if checkpoint is None:
+        return None
+    saved = GraphCheckpoint(id=seen.graph_row_id, checkpoint=checkpoint, mission_id=checkpoint.mission_id, created_at=checkpoint.created_at, **vars(row))
+    saved._state.adding, saved._state.db = False, DEFAULT_DB_ALIAS
+    return saved
 
 
 def _channels(
-    mission: Mission, ns: str, versions: dict[str, Any], channels: dict[str, dict[str, Any]], *, parent: GraphCheckpoint | None
+    mission: Mission, ns: str, versions: dict[str, Any], channels: dict[str, dict[str, Any]], *, parent_channels: dict[str, list[Any]] | None
 ) -> tuple[dict[str, tuple[str, str, int]], dict[str, bytes]]:
     """{channel: (version, sha, size)} for every channel the checkpoint has, and the contents of the
     changed ones. An unchanged channel is found in the parent, or else in the namespace's newest
     checkpoint that saw it at that version (a checkpoint saved without its parent's id)."""
-    resolved: dict[str, tuple[str, str, int]] = {}
-    contents: dict[str, bytes] = {}
-    for name, item in channels.items():
-        sha, content = encoded(item.get("value"))
-        resolved[name] = (str(item.get("version")), sha, len(content))
-        contents[sha] = content
-    missing = {name: str(version) for name, version in versions.items() if name not in resolved}
-    if missing and parent is not None:
-        for name, version in list(missing.items()):
-            found = parent.channels.get(name)
-            if found and found[0] == version:
-                resolved[name] = tuple(found)
-                del missing[name]
+    resolved, contents, missing = _channels_known(versions, channels, parent_channels)
     if missing:
         for seen in GraphCheckpoint.objects.filter(mission=mission, ns=ns).order_by("-graph_id").values_list("channels", flat=True)[:200]:
             for name, version in list(missing.items()):
@@ -256,6 +272,26 @@ def _channels(
                 break
     # A version no checkpoint stored has no value (LangGraph's own savers read it as empty).
     return resolved, contents
+
+
+def _channels_known(
+    versions: dict[str, Any], channels: dict[str, dict[str, Any]], parent_channels: dict[str, list[Any]] | None
+) -> tuple[dict[str, tuple[str, str, int]], dict[str, bytes], dict[str, str]]:
+    """The changed channels and the unchanged ones the parent holds at their version (`_channels`),
+    and the channels still missing ({name: version})."""
+    resolved: dict[str, tuple[str, str, int]] = {}
+    contents: dict[str, bytes] = {}
+    for name, item in channels.items():
+        sha, content = encoded(item.get("value"))
+        resolved[name] = (str(item.get("version")), sha, len(content))
+        contents[sha] = content
+    missing = {name: str(version) for name, version in versions.items() if name not in resolved}
+    for name, version in list(missing.items()):
+        found = (parent_channels or {}).get(name)
+        if found and found[0] == version:
+            resolved[name] = (found[0], found[1], found[2])
+            del missing[name]
+    return resolved, contents, missing
 
 
 def graph_put_writes(

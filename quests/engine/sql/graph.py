@@ -1,5 +1,64 @@
-"""The LangGraph saver's server side: put_writes (pending writes) and get_tuple (a thread's checkpoint
-with its writes)."""
+"""The LangGraph saver's server side: put (a LangGraph checkpoint in two round trips), put_writes
+(pending writes) and get_tuple (a thread's checkpoint with its writes)."""
+
+from quests.engine.sql.runs import _HEAD_REFS_PG, _HEAD_SEEN_COLUMNS, _HEAD_SEEN_JOIN, CHECKPOINT_CLAIMED_WRITE_PG, MISSION_COLUMNS, RUN_COLUMNS
+
+# --- The LangGraph saver's put, in two round trips ------------------------------------------------
+# Round trip 1, in autocommit, locking nothing: the caller's live thread, its mission and the
+# mission's active run (the session run; none: no row), read as the agent's checkpoint reads a run
+# (`CHECKPOINT_READ_PG`: the run, the mission, the head's agent-state refs, no key), whether the
+# checkpoint is saved already, the parent's channel map (unchanged channels refer to its blobs),
+# a fingerprint of the mission row, and the ids the Questlog checkpoint and the LangGraph row will
+# have. No row (no such live thread, no run): the service takes the locked path, as it does a
+# save already made, a stale session run, or a channel the parent does not hold.
+GRAPH_PUT_READ_PG = f"""
+SELECT {RUN_COLUMNS}, {MISSION_COLUMNS},
+       {_HEAD_SEEN_COLUMNS.format(head_refs=_HEAD_REFS_PG)},
+       NULL AS replay_object_id, NULL AS replay_request_hash,
+       md5(CAST(m AS text)) AS mission_seen,
+       nextval('checkpoints_checkpoint_id_seq') AS checkpoint_id,
+       nextval('checkpoints_graphcheckpoint_id_seq') AS graph_row_id,
+       EXISTS (SELECT 1 FROM checkpoints_graphcheckpoint k
+                WHERE k.mission_id = m.id AND k.ns = %(ns)s AND k.graph_id = %(graph_id)s) AS known,
+       (SELECT p.channels FROM checkpoints_graphcheckpoint p
+         WHERE p.mission_id = m.id AND p.ns = %(ns)s AND p.graph_id = %(parent_graph_id)s) AS parent_channels
+  FROM quests_graphthread t
+  JOIN quests_mission m ON m.id = t.mission_id
+  JOIN quests_run r ON r.id = m.active_run_id
+  {_HEAD_SEEN_JOIN}
+ WHERE t.owner_id = %(user_id)s AND t.thread_id = %(thread_id)s AND t.deleted_at IS NULL
+   AND m.owner_id = %(user_id)s
+   AND (CAST(%(token_mission_id)s AS bigint) IS NULL OR m.id = %(token_mission_id)s)"""
+
+
+def _spliced(text: str, anchor: str, added: str) -> str:
+    """`text` with `added` after its one `anchor` (a change to the agent's statement that moves the
+    anchor fails here, at import, not in a request)."""
+    assert text.count(anchor) == 1, anchor
+    return text.replace(anchor, anchor + added)
+
+
+# Round trip 2, in autocommit: the agent's claimed write (`CHECKPOINT_CLAIMED_WRITE_PG`: nothing is
+# written unless the mission row is still as read), which also claims only while the thread is
+# live, with the LangGraph row written from the checkpoint it names (its retention approval and
+# expiry are NULL, as for every new row). Kept under psycopg's 4,096 bytes, past which it parses a
+# statement again on every call (tests/test_engine.py checks every statement).
+GRAPH_PUT_CLAIMED_WRITE_PG = _spliced(
+    _spliced(
+        CHECKPOINT_CLAIMED_WRITE_PG,
+        "AND md5(CAST(quests_mission AS text)) = %(mission_seen)s",
+        "\n       AND EXISTS (SELECT FROM quests_graphthread t WHERE t.mission_id = quests_mission.id AND t.deleted_at IS NULL)",
+    ),
+    "WHERE CAST(%(key)s AS text) IS NOT NULL\n)",
+    """, graphed AS (
+    INSERT INTO checkpoints_graphcheckpoint (id, created_at, retention_class, checkpoint_id,
+        mission_id, ns, graph_id, parent_graph_id, skeleton, metadata, channels, run_ref)
+    SELECT CAST(%(graph_row_id)s AS bigint), %(now)s, 'working', made.id, CAST(%(mission_id)s AS bigint), %(ns)s,
+        %(graph_id)s, %(parent_graph_id)s, CAST(%(skeleton)s AS jsonb), CAST(%(metadata)s AS jsonb), CAST(%(graph_channels)s AS jsonb),
+        %(run_ref)s FROM made
+)""",
+)
+
 
 # --- The LangGraph saver's put_writes ----------------------------------------------------------------
 # A task's writes on a checkpoint of a live thread whose session run is going: the mission locked
