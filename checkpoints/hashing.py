@@ -5,7 +5,6 @@ import hashlib
 import json
 from typing import Any
 
-
 # Made once (`json.dumps` with arguments builds an encoder on every call): the same bytes.
 _CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
 
