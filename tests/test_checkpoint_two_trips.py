@@ -51,6 +51,20 @@ def assert_one_chain(mission_id: int) -> list[Checkpoint]:
     return checkpoints
 
 
+def then_a_record_lands(read, agent: ApiClient, run_id: int):
+    """`read` (a fast path's unlocked read), after which another request records a decision on the
+    run, on its own connection: the mission row moves between the read and the write."""
+
+    def read_then_someone_writes(*args, **kwargs):
+        seen = read(*args, **kwargs)
+        other = threading.Thread(target=lambda: (agent.post(f"runs/{run_id}/records", {"kind": "decision", "text": "Lakeside"}), connection.close()))
+        other.start()
+        other.join()
+        return seen
+
+    return read_then_someone_writes
+
+
 # --- Two statements, authentication included -----------------------------------------------------
 
 
@@ -193,16 +207,7 @@ def test_a_write_whose_mission_moved_after_the_read_takes_the_locked_path(agent,
     nothing, nothing of the first attempt is written, and the locked path writes the checkpoint
     with the record's section in it."""
     assert post_checkpoint(agent, run["id"]).status_code == 201
-    read = engine_checkpoints.checkpoint_read
-
-    def read_then_someone_writes(*args, **kwargs):
-        seen = read(*args, **kwargs)
-        other = threading.Thread(target=lambda: (agent.post(f"runs/{run['id']}/records", {"kind": "decision", "text": "Lakeside"}), connection.close()))
-        other.start()
-        other.join()
-        return seen
-
-    monkeypatch.setattr(engine_checkpoints, "checkpoint_read", read_then_someone_writes)
+    monkeypatch.setattr(engine_checkpoints, "checkpoint_read", then_a_record_lands(engine_checkpoints.checkpoint_read, agent, run["id"]))
     with CaptureQueriesContext(connection) as captured:
         response = post_checkpoint(agent, run["id"], {**STATE, "k01": "changed"})
     assert response.status_code == 201, response.content

@@ -4,7 +4,6 @@ of the checkpoint and its LangGraph row that lands only if the mission row is st
 the locked path saves it. Races are run for real, with threads and their own connections, on
 PostgreSQL."""
 
-import threading
 import uuid
 from datetime import timedelta
 
@@ -16,7 +15,7 @@ from django.utils import timezone
 from checkpoints.models import GraphCheckpoint
 from quests.engine import graph as engine_graph
 from quests.models import GraphThread, Mission, Run
-from tests.test_checkpoint_two_trips import assert_one_chain, postgresql_only
+from tests.test_checkpoint_two_trips import assert_one_chain, postgresql_only, then_a_record_lands
 from tests.test_concurrency import agents_like, race
 
 CHANNELS = {f"k{i:02d}": {"type": "json", "data": {"text": "x" * 200, "n": i}} for i in range(8)}
@@ -77,7 +76,7 @@ def test_a_save_on_a_live_session_is_two_statements_without_a_lock(agent):
 
 @pytest.mark.django_db(transaction=True)
 @postgresql_only
-def test_the_fast_save_reads_back_as_the_locked_one_does(agent):
+def test_the_fast_save_reads_back_as_the_locked_one_does(agent, monkeypatch):
     """The same steps saved through the locked path (every save reads nothing unlocked) give the
     same tuples: the fast path writes what the locked one writes."""
     thread_id, parent, _ = started(agent)
@@ -86,13 +85,10 @@ def test_the_fast_save_reads_back_as_the_locked_one_does(agent):
     fast = agent.get(f"langgraph/checkpoints?thread_id={thread_id}&checkpoint_ns=&limit=1").json()["items"][0]
 
     locked_id, locked_parent, _ = started(agent)
-    read = engine_graph.graph_put_read
-    try:
-        engine_graph.graph_put_read = lambda *args, **kwargs: None  # type: ignore[assignment]
-        for step in range(1, 3):
-            locked_parent = put(agent, locked_id, step, locked_parent).json()["checkpoint_id"]
-    finally:
-        engine_graph.graph_put_read = read  # type: ignore[assignment]
+    monkeypatch.setattr(engine_graph, "graph_put_read", lambda *args, **kwargs: None)  # every save takes the locked path
+    for step in range(1, 3):
+        locked_parent = put(agent, locked_id, step, locked_parent).json()["checkpoint_id"]
+    monkeypatch.undo()
     locked = agent.get(f"langgraph/checkpoints?thread_id={locked_id}&checkpoint_ns=&limit=1").json()["items"][0]
     assert fast["channel_values"] == locked["channel_values"] and len(fast["channel_values"]) == len(CHANNELS)
     assert fast["metadata"] == locked["metadata"]
@@ -105,16 +101,7 @@ def test_a_save_whose_mission_moved_after_the_read_takes_the_locked_path(agent, 
     claims nothing, nothing of the first attempt is written, and the locked path saves it."""
     thread_id, parent, mission_id = started(agent)
     run_id = Mission.objects.get(pk=mission_id).active_run_id
-    read = engine_graph.graph_put_read
-
-    def read_then_someone_writes(*args, **kwargs):
-        seen = read(*args, **kwargs)
-        other = threading.Thread(target=lambda: (agent.post(f"runs/{run_id}/records", {"kind": "decision", "text": "Lakeside"}), connection.close()))
-        other.start()
-        other.join()
-        return seen
-
-    monkeypatch.setattr(engine_graph, "graph_put_read", read_then_someone_writes)
+    monkeypatch.setattr(engine_graph, "graph_put_read", then_a_record_lands(engine_graph.graph_put_read, agent, run_id))
     with CaptureQueriesContext(connection) as captured:
         response = put(agent, thread_id, 1, parent)
     assert response.status_code == 201, response.content
