@@ -21,13 +21,13 @@ from django.utils import timezone
 
 from checkpoints.models import GraphCheckpoint, GraphWrite
 from checkpoints.pruning import blob_writers_guard_expression
-from checkpoints.services import canonical_json, sha256_hex
 from quests.engine import graph as engine_graph, runner, writes as engine_writes
 from quests.models import ApprovalStatus, GraphThread, Mission, MissionStatus, Run
 from quests.services import approvals, machine, missions, runs, savestate
 from quests.services.access import visible
 from quests.services.audit import Actor
 from quests.services.errors import Conflict, InvalidInput, NotFound, ServiceError, mission_not_startable
+from quests.services.graph_channels import channels_known, channels_resolved
 from quests.services.locking import caller, named_now
 
 SESSION_AGENT = "langgraph"
@@ -167,11 +167,6 @@ def _beat(run: Run | None) -> None:
 # --- Checkpoints --------------------------------------------------------------------------------
 
 
-def encoded(value: dict[str, Any] | None) -> tuple[str, bytes]:
-    content = canonical_json(value)
-    return sha256_hex(content), content
-
-
 def graph_put(
     *,
     actor: Actor,
@@ -214,7 +209,7 @@ def graph_put(
             return known[graph_id]
         run = session_run(actor, mission)
         parent = known.get(parent_graph_id or "")
-        resolved, contents = _channels(mission, ns, versions, channels, parent_channels=parent.channels if parent else None)
+        resolved, contents = channels_resolved(mission, ns, versions, channels, parent_channels=parent.channels if parent else None)
         savestate.ensure_current(mission)
         refs = {name: sha for name, (_, sha, _) in resolved.items()}
         size = sum(item[2] for item in resolved.values())
@@ -239,7 +234,7 @@ def _put_unlocked(
     seen = engine_graph.graph_put_read(caller(actor), thread_id=thread_id, ns=row.ns, graph_id=row.graph_id, parent_graph_id=row.parent_graph_id)
     if seen is None or seen.known or seen.locked.run.is_stale():
         return None
-    resolved, contents, missing = _channels_known(versions, channels, seen.parent_channels)
+    resolved, contents, missing = channels_known(versions, channels, seen.parent_channels)
     if missing:
         return None
     refs = {name: sha for name, (_, sha, _) in resolved.items()}
@@ -252,46 +247,6 @@ def _put_unlocked(
     saved = GraphCheckpoint(id=seen.graph_row_id, checkpoint=checkpoint, mission_id=checkpoint.mission_id, created_at=checkpoint.created_at, **vars(row))
     saved._state.adding, saved._state.db = False, DEFAULT_DB_ALIAS
     return saved
-
-
-def _channels(
-    mission: Mission, ns: str, versions: dict[str, Any], channels: dict[str, dict[str, Any]], *, parent_channels: dict[str, list[Any]] | None
-) -> tuple[dict[str, tuple[str, str, int]], dict[str, bytes]]:
-    """{channel: (version, sha, size)} for every channel the checkpoint has, and the contents of the
-    changed ones. An unchanged channel is found in the parent, or else in the namespace's newest
-    checkpoint that saw it at that version (a checkpoint saved without its parent's id)."""
-    resolved, contents, missing = _channels_known(versions, channels, parent_channels)
-    if missing:
-        for seen in GraphCheckpoint.objects.filter(mission=mission, ns=ns).order_by("-graph_id").values_list("channels", flat=True)[:200]:
-            for name, version in list(missing.items()):
-                found = seen.get(name)
-                if found and found[0] == version:
-                    resolved[name] = tuple(found)
-                    del missing[name]
-            if not missing:
-                break
-    # A version no checkpoint stored has no value (LangGraph's own savers read it as empty).
-    return resolved, contents
-
-
-def _channels_known(
-    versions: dict[str, Any], channels: dict[str, dict[str, Any]], parent_channels: dict[str, list[Any]] | None
-) -> tuple[dict[str, tuple[str, str, int]], dict[str, bytes], dict[str, str]]:
-    """The changed channels and the unchanged ones the parent holds at their version (`_channels`),
-    and the channels still missing ({name: version})."""
-    resolved: dict[str, tuple[str, str, int]] = {}
-    contents: dict[str, bytes] = {}
-    for name, item in channels.items():
-        sha, content = encoded(item.get("value"))
-        resolved[name] = (str(item.get("version")), sha, len(content))
-        contents[sha] = content
-    missing = {name: str(version) for name, version in versions.items() if name not in resolved}
-    for name, version in list(missing.items()):
-        found = (parent_channels or {}).get(name)
-        if found and found[0] == version:
-            resolved[name] = (found[0], found[1], found[2])
-            del missing[name]
-    return resolved, contents, missing
 
 
 def graph_put_writes(
