@@ -242,7 +242,7 @@ def report(agents: list, elapsed: float, seconds: float) -> None:
     common.load_note()
     verdict = lambda ok: "PASS" if ok else "MISS"  # noqa: E731
     common.table(
-        "Goals of issue 10 (bench/load.py; set for 8 agents, 60 s)",
+        "Goals of issues 10 and 20 (bench/load.py; set for 8 agents, 60 s)",
         [
             ("requests/s", f"{rate:.0f}", f"≥ {GOAL_RATE:.0f}  {verdict(rate >= GOAL_RATE)}"),
             ("worst p99 of a call kind", f"{worst:.1f} ms", f"< {GOAL_P99_MS:.0f} ms  {verdict(worst < GOAL_P99_MS)}"),
