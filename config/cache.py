@@ -15,8 +15,12 @@ environment without loading Django's settings in the arbiter.
 import base64
 import pickle
 from collections.abc import Mapping
+from contextlib import nullcontext
+from datetime import timedelta
 
+from django.core.cache.backends.base import BaseCache
 from django.core.cache.backends.db import DatabaseCache
+from django.core.cache.backends.redis import RedisCache
 from django.core.exceptions import ImproperlyConfigured
 from django.db import connections, router, transaction
 from django.utils.timezone import now
@@ -116,3 +120,59 @@ class CountingDatabaseCache(DatabaseCache):
             stored = base64.b64encode(pickle.dumps(value, self.pickle_protocol)).decode("latin1")
             cursor.execute(f"UPDATE {table} SET {quote('value')} = %s WHERE {quote('cache_key')} = %s", [stored, key])
         return value
+
+    def count(self, key: str, timeout: int) -> int:
+        """Counts one more on `key` and returns the count, in one statement (an upsert that
+        returns the new value), outside any transaction of its own: the row is locked only for
+        that statement. A key that has expired starts again at 1.
+
+        The count is kept as decimal text, not pickled as set() keeps values, so that the database
+        adds to it itself: a counted key is read with count(), never with get()."""
+        key = self.make_and_validate_key(key)
+        db = router.db_for_write(self.cache_model_class)
+        connection = connections[db]
+        quote = connection.ops.quote_name
+        table, value, expires = quote(self._table), quote("value"), quote("expires")
+        # As incr() compares expiry times: to the second, without a time zone.
+        current = now().replace(microsecond=0, tzinfo=None)
+        adapt = connection.ops.adapt_datetimefield_value
+        live = f"{table}.{expires} > %s"
+        # Inside a transaction (a test's, a caller's), a savepoint keeps a failed count (a key
+        # set() pickled) from breaking it; outside one the statement commits by itself.
+        guard = transaction.atomic(using=db) if connection.in_atomic_block else nullcontext()
+        with guard, connection.cursor() as cursor:
+            cursor.execute(
+                f"INSERT INTO {table} ({quote('cache_key')}, {value}, {expires}) VALUES (%s, '1', %s) "
+                f"ON CONFLICT ({quote('cache_key')}) DO UPDATE SET "
+                f"{value} = CASE WHEN {live} THEN CAST(CAST({table}.{value} AS INTEGER) + 1 AS TEXT) ELSE '1' END, "
+                f"{expires} = CASE WHEN {live} THEN {table}.{expires} ELSE EXCLUDED.{expires} END "
+                f"RETURNING {value}",
+                [key, adapt(current + timedelta(seconds=timeout)), adapt(current), adapt(current)],
+            )
+            return int(cursor.fetchone()[0])
+
+
+def count(cache: BaseCache, key: str, timeout: int) -> int:
+    """Counts one more on `key` (made with this count, lasting `timeout` seconds from the first)
+    and returns the count, in as few round trips as the cache allows: every request a throttle
+    counts pays this.
+
+    Redis: INCR and EXPIRE NX pipelined, one round trip (the key is given its expiry only when it
+    has none, so a window's key never outlives it however often it is counted). The database's
+    cache: one upsert (CountingDatabaseCache.count). Any other cache (this process's memory):
+    incr(), or add() for the first of the window."""
+    if isinstance(cache, RedisCache):
+        key = cache.make_and_validate_key(key)
+        pipeline = cache._cache.get_client(key, write=True).pipeline(transaction=False)
+        pipeline.incr(key)
+        pipeline.expire(key, timeout, nx=True)
+        counted, _ = pipeline.execute()
+        return counted
+    if isinstance(cache, CountingDatabaseCache):
+        return cache.count(key, timeout)
+    try:
+        return cache.incr(key)
+    except ValueError:
+        # The first of the window. add() is atomic: of two first requests at once, the one that
+        # loses it counts itself on the key the other made.
+        return 1 if cache.add(key, 1, timeout=timeout) else cache.incr(key)

@@ -11,8 +11,9 @@ import math
 import time
 
 from django.conf import settings
-from django.core.cache import cache
+from django.core.cache import caches
 
+from config.cache import count
 from quests.services.errors import RateLimited
 
 WINDOW_SECONDS = 60
@@ -80,12 +81,7 @@ def _over_rate(key: str, rate: int, window_seconds: int) -> int:
 
 
 def _count(key: str, window_seconds: int) -> int:
-    try:
-        # incr() first: the window's key exists for all but its first request, so the common case
-        # costs one cache call (two Redis round trips) and add() is only paid once a window.
-        return cache.incr(key)
-    except ValueError:
-        # The first request of the window. add() is atomic: of two first requests at once, the one
-        # that loses it counts itself on the key the other made. The key outlives its window a
-        # little so that a late request of the window never opens it again.
-        return 1 if cache.add(key, 1, timeout=window_seconds + 5) else cache.incr(key)
+    # One cache call (config/cache.count: one round trip on Redis and on the database). The key
+    # outlives its window a little so that a late request of the window never opens it again.
+    # caches[…], not django.core.cache.cache: count() tells the backends apart, the proxy hides them.
+    return count(caches["default"], key, window_seconds + 5)
