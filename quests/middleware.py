@@ -154,6 +154,12 @@ def person_time_zone(request: HttpRequest) -> zoneinfo.ZoneInfo | None:
     return None
 
 
+def is_agent_api_request(request: HttpRequest) -> bool:
+    """An API request sent with an agent token (`Authorization: Bearer …`): the API acts for the
+    token, never for a session that may come along with it (quests.api.auth)."""
+    return is_api_path(request.path) and request.META.get("HTTP_AUTHORIZATION", "")[:7].lower() == "bearer "
+
+
 class PersonTimeZoneMiddleware:
     """Activates the person's time zone for the request, so every time a page shows is theirs."""
 
@@ -161,7 +167,9 @@ class PersonTimeZoneMiddleware:
         self.get_response = get_response
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
-        zone = person_time_zone(request)
+        # An agent's API request answers in UTC and has no person: its session is not loaded (a
+        # query when a cookie comes along) for a zone nothing in the answer would use.
+        zone = None if is_agent_api_request(request) else person_time_zone(request)
         if zone is None:
             timezone.deactivate()
         else:
