@@ -99,6 +99,8 @@ class CountingDatabaseCache(DatabaseCache):
     read and the write (SELECT … FOR UPDATE on PostgreSQL; on SQLite the transaction itself, which
     config/database.py makes IMMEDIATE, takes the database's write lock first)."""
 
+    _table: str  # DatabaseCache sets it from LOCATION; django-stubs does not declare it
+
     def incr(self, key, delta=1, version=None):
         key = self.make_and_validate_key(key, version=version)
         db = router.db_for_write(self.cache_model_class)
