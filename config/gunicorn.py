@@ -1,15 +1,18 @@
 """gunicorn's configuration for `make serve` (scripts/serve), read from the environment.
 
 Threaded workers (gthread): a request mostly waits on PostgreSQL, so a few threads per process
-serve more requests than more processes would, for less memory. Each process gets its own
-database connections after the fork (the app is loaded in the workers, not preloaded), so no
-connection or psycopg pool is ever shared across processes. With QUESTLOG_DB_POOL_SIZE > 0,
-give the pool at least as many connections as a worker has threads.
+serve more requests than more processes would, for less memory. The app is loaded once, in the
+arbiter (preload_app), and warmed up there and in each worker before it accepts
+(config/warmup.py), so that no agent's first call to a fresh worker pays for imports and
+connections. The arbiter's database connections are closed before each fork: each process opens
+its own, so no connection or psycopg pool is ever shared across processes. With
+QUESTLOG_DB_POOL_SIZE > 0, give the pool at least as many connections as a worker has threads.
 """
 
 import os
 import sys
 
+from config import warmup
 from config.cache import per_process_cache_refusal
 from config.deploy import bind_addresses, secret_key_refusal
 
@@ -32,6 +35,7 @@ def _cpus() -> int:
 
 
 wsgi_app = "config.wsgi:application"
+preload_app = True
 bind = bind_addresses(os.environ)
 worker_class = "gthread"
 workers = _int("QUESTLOG_WEB_WORKERS", 2 * _cpus() + 1)
@@ -50,3 +54,15 @@ keepalive = 5
 accesslog = "-" if os.environ.get("QUESTLOG_WEB_ACCESS_LOG", "1") not in ("0", "false", "no", "off") else None
 errorlog = "-"
 loglevel = os.environ.get("QUESTLOG_LOG_LEVEL", "INFO").lower()
+
+
+def when_ready(server) -> None:
+    warmup.in_arbiter()
+
+
+def pre_fork(server, worker) -> None:
+    warmup.before_fork()
+
+
+def post_worker_init(worker) -> None:
+    warmup.in_worker(getattr(worker, "tpool", None), threads)
