@@ -52,6 +52,9 @@ def is_plain_json(value: Any) -> bool:
 def _storable(text: str) -> bool:
     if "\x00" in text:
         return False
+    if text.isascii():
+        # Most keys and values: ASCII holds no surrogate, so there is nothing to encode to know.
+        return True
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
