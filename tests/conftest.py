@@ -68,9 +68,12 @@ def _drop_forcibly(alias: str, name: str) -> None:
 
 
 @pytest.fixture(scope="session")
-def django_db_modify_db_settings(django_db_modify_db_settings, django_db_blocker) -> None:
+def django_db_modify_db_settings(django_db_modify_db_settings, django_db_blocker, django_db_keepdb, django_db_createdb) -> None:
     """A test database left by an interrupted run (sessions of its leaked processes included) is
-    dropped before Django creates it, so that the creation neither asks nor waits on them."""
+    dropped before Django creates it, so that the creation neither asks nor waits on them; unless
+    the run keeps its databases (--reuse-db without --create-db)."""
+    if django_db_keepdb and not django_db_createdb:
+        return
     with django_db_blocker.unblock():
         for alias, name in _test_databases(made=False):
             _drop_forcibly(alias, name)
