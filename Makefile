@@ -54,7 +54,9 @@ lint: install
 
 # The gates, then every test but those marked `long`: within 5 minutes on a 2-core machine.
 # `long` marks the tests that must stay slow because they run whole processes end to end (real
-# Celery workers, servers, replaycheck, schemathesis at depth): `make test-long` runs them, and CI
+# Celery workers, servers, replaycheck, schemathesis at depth) or walk every case (the property run,
+# the authorization and security matrices over every route, a crash after every step of a quest):
+# `make test-long` runs them, and CI
 # (.ci/run) runs `make test` and then `make test-long`, so every test runs there.
 test: install lint
 	@scripts/ensure-services
