@@ -4,7 +4,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 export QUESTLOG_DATA_DIR ?= $(CURDIR)/var
 
-.PHONY: install run serve test test-fast lint bench demo screenshots migrate worker beat clean
+.PHONY: install run serve test test-long test-fast lint bench demo screenshots migrate worker beat clean
 
 NODE_STAMP := node_modules/.installed
 
@@ -52,15 +52,24 @@ lint: install
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
 
+# The gates, then every test but those marked `long`: within 5 minutes on a 2-core machine.
+# `long` marks the tests that must stay slow because they run whole processes end to end (real
+# Celery workers, servers, replaycheck, schemathesis at depth) or walk every case (the property run,
+# the authorization and security matrices over every route, a crash after every step of a quest):
+# `make test-long` runs them, and CI
+# (.ci/run) runs `make test` and then `make test-long`, so every test runs there.
 test: install lint
 	@scripts/ensure-services
-	$(PYTEST) $(PYTEST_ARGS)
+	$(PYTEST) -m "not long" $(PYTEST_ARGS)
 
-# The unit layer, for while you work: everything but the tests marked slow (real Celery workers,
-# servers, replaycheck, schemathesis at depth) or browser (Chromium).
+test-long: install
+	@scripts/ensure-services
+	$(PYTEST) -m long $(PYTEST_ARGS)
+
+# The unit layer, for while you work: `make test` without the browser tests (Chromium).
 test-fast: install
 	@scripts/ensure-services
-	$(PYTEST) -m "not slow and not browser" $(PYTEST_ARGS)
+	$(PYTEST) -m "not long and not browser" $(PYTEST_ARGS)
 
 # A PNG of each page at desktop and phone width under var/screenshots/, taken in Debian's Chromium
 # from a throwaway database filled with example quests.

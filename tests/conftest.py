@@ -17,6 +17,12 @@ def pytest_configure(config: pytest.Config) -> None:
     worker flushing or counting its queues never sees another's messages. Django's settings are
     loaded by now (pytest-django loads them first), so the setting, the environment the test
     subprocesses inherit and the Celery app's configuration are all pointed at it."""
+    from tests import emptying, static_files, threads
+
+    emptying.install()
+    threads.install()
+    static_files.scan_once()
+
     worker = getattr(config, "workerinput", {}).get("workerid")
     if not worker:
         return
@@ -39,16 +45,77 @@ def pytest_configure(config: pytest.Config) -> None:
     app.conf.broker_url = url
 
 
+def _test_databases(*, made: bool) -> list[tuple[str, str]]:
+    """(alias, test database name) of each PostgreSQL database the tests use; once `made`, the
+    connection's settings name it."""
+    from django.db import connections
+
+    return [
+        (connection.alias, connection.settings_dict["NAME"] if made else connection.creation._get_test_db_name())
+        for connection in connections.all()
+        if connection.vendor == "postgresql"
+    ]
+
+
+def _drop_forcibly(alias: str, name: str) -> None:
+    """Drop a test database even while other sessions are connected to it: WITH (FORCE) ends them
+    (PostgreSQL 13+), where a plain DROP waits for them and then fails."""
+    from django.db import connections
+
+    connection = connections[alias]
+    with connection.creation._nodb_cursor() as cursor:
+        cursor.execute(f"DROP DATABASE IF EXISTS {connection.ops.quote_name(name)} WITH (FORCE)")
+
+
+@pytest.fixture(scope="session")
+def django_db_modify_db_settings(django_db_modify_db_settings, django_db_blocker, django_db_keepdb, django_db_createdb) -> None:
+    """A test database left by an interrupted run (sessions of its leaked processes included) is
+    dropped before Django creates it, so that the creation neither asks nor waits on them; unless
+    the run keeps its databases (--reuse-db without --create-db)."""
+    if django_db_keepdb and not django_db_createdb:
+        return
+    with django_db_blocker.unblock():
+        for alias, name in _test_databases(made=False):
+            _drop_forcibly(alias, name)
+
+
+@pytest.fixture(scope="session")
+def django_db_setup(django_db_setup, django_db_blocker):
+    """The test databases commit without waiting for the WAL to reach the disk: no test relies on
+    surviving a crash of PostgreSQL, and a transactional test commits often. The setting is the
+    database's, so the processes the tests start (servers, Celery workers) have it too.
+    Before Django drops them at the end, the sessions still connected to them (a server or thread a
+    test left behind) are ended, so the drop does not wait on them."""
+    from django.db import connections
+
+    from tests import emptying
+
+    with django_db_blocker.unblock():
+        for alias, name in _test_databases(made=True):
+            connection = connections[alias]
+            with connection.cursor() as cursor:
+                cursor.execute(f"ALTER DATABASE {connection.ops.quote_name(name)} SET synchronous_commit = off")
+                cursor.execute("SET synchronous_commit = off")
+            emptying.remember(alias)
+    yield
+    with django_db_blocker.unblock():
+        connections.close_all()
+        for alias, name in _test_databases(made=True):
+            with connections[alias].creation._nodb_cursor() as cursor:
+                cursor.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid()", [name])
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The slow end-to-end tests first, so that under xdist they start while the many short ones
-    fill the other workers (instead of one of them starting last and running alone); the browser
-    tests last, because once Playwright has started in a process its event loop stays marked as
-    running in the main thread, which Django's ORM refuses outside the browser tests."""
+    """The long end-to-end tests first (when `make test-long` runs them with others), so that under
+    xdist they start while the many short ones fill the other workers (instead of one of them
+    starting last and running alone); the browser tests last, because once Playwright has started
+    in a process its event loop stays marked as running in the main thread, which Django's ORM
+    refuses outside the browser tests."""
 
     def rank(item: pytest.Item) -> int:
         if item.get_closest_marker("browser"):
             return 2
-        return 0 if item.get_closest_marker("slow") else 1
+        return 0 if item.get_closest_marker("long") else 1
 
     items.sort(key=rank)  # stable: the order within each group is kept
 

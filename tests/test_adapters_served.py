@@ -23,7 +23,7 @@ from tests.processes import database_url
 from tests.test_serve import ROOT, serve, servers  # noqa: F401  (the fixture)
 
 # The PostgreSQL server works on the test database, so the tests' users must be committed there.
-pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.long, pytest.mark.django_db(transaction=True)]
 
 PASSWORD = "graph-password"
 MAKE_USERS = """

@@ -700,6 +700,7 @@ def test_every_route_has_a_row_and_every_row_a_route():
     assert len(rows) > 100  # the walk found the pages and the API operations
 
 
+@pytest.mark.long
 def test_every_caller_gets_the_expected_answer_on_every_route(settings):
     # The walk asks about a thousand questions; on a loaded machine that can outlast the heartbeat
     # timeout, and a silent run may then be taken over (201 instead of 409). Timing is not what

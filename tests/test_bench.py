@@ -11,7 +11,7 @@ import psycopg
 import pytest
 from psycopg import sql
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.long
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -16,7 +16,7 @@ from tests.process_probes import SLEPT, SNAPSHOT_HELD
 from tests.processes import ApiServer, Worker, free_port, wait_for
 
 ROOT = Path(__file__).resolve().parent.parent
-pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.long, pytest.mark.django_db(transaction=True)]
 
 
 @pytest.fixture(autouse=True)

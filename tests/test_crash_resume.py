@@ -459,6 +459,7 @@ def test_the_uninterrupted_mission_does_each_side_effect_once(agent, person, tmp
     assert harness.world.actions >= 10
 
 
+@pytest.mark.long
 def test_a_crash_after_any_step_resumes_to_the_same_end(agent, person, tmp_path):
     reference_harness, reference = play(agent, person, crash_after=set(), workdir=tmp_path)
     total = reference_harness.world.actions
@@ -475,6 +476,7 @@ def test_a_crash_after_any_step_resumes_to_the_same_end(agent, person, tmp_path)
     assert reconciled == {"done", "not_done"}
 
 
+@pytest.mark.long
 def test_two_crashes_in_a_row_still_resume_to_the_same_end(agent, person, tmp_path):
     """The second crash hits the resumed run right after its first action — often in the middle
     of reconciling the first crash's unfinished operation."""

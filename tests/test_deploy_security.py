@@ -197,7 +197,7 @@ def test_loading_the_wsgi_application_without_a_key_fails_with_the_reason(tmp_pa
     assert "InsecureSecretKey: Refusing to start: DJANGO_SECRET_KEY is unset or empty" in result.stderr
 
 
-@pytest.mark.slow
+@pytest.mark.long
 @pytest.mark.parametrize("command", ["scripts/serve", "gunicorn"])
 @pytest.mark.parametrize("key", REFUSED_KEYS.values(), ids=REFUSED_KEYS.keys())
 def test_with_debug_off_the_web_server_refuses_to_start_without_a_real_secret_key(tmp_path, command, key):
@@ -207,7 +207,7 @@ def test_with_debug_off_the_web_server_refuses_to_start_without_a_real_secret_ke
     assert not (tmp_path / "data" / "questlog.sqlite3").exists()  # refused before migrating anything
 
 
-@pytest.mark.slow
+@pytest.mark.long
 def test_with_a_real_key_scripts_serve_and_gunicorn_start_and_send_the_headers(tmp_path, servers):  # noqa: F811
     (tmp_path / "serve").mkdir()
     (tmp_path / "gunicorn").mkdir()

@@ -22,7 +22,7 @@ from questlog_client.people import PersonSession
 from tests.processes import free_port, wait_for
 from tests.test_serve import ROOT, serve, servers  # noqa: F401  (the fixture)
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.long
 
 PG_BIN = sorted(glob.glob("/usr/lib/postgresql/*/bin"))[-1] if glob.glob("/usr/lib/postgresql/*/bin") else ""
 DOWN_SECONDS = 10

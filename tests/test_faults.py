@@ -19,7 +19,7 @@ from tests.test_celery_worker import background, clean_broker, open_requests  # 
 from tests.test_retention_interrupted import every_reference_resolves
 from tests.test_retention_purge import LATER, assert_intact, assert_purged, finished_mission
 
-pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.long, pytest.mark.django_db(transaction=True)]
 
 
 def purge(tmp_path, name: str, as_of: str, *, held: bool) -> Process:

@@ -20,7 +20,7 @@ from quests.services.tokens import token_create
 from tests.mcp_replay_agent import EFFECTS
 from tests.mcp_support import McpHost, ok
 
-pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.long, pytest.mark.django_db(transaction=True)]
 
 ROOT = Path(__file__).resolve().parent.parent
 EXPECTED = Counter({(kind, target, canonical(request)): 1 for _, kind, target, request in EFFECTS})

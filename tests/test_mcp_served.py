@@ -10,7 +10,7 @@ from tests.mcp_support import McpHost, ok, refused
 from tests.processes import database_url
 from tests.test_serve import serve, servers  # noqa: F401  (the fixture)
 
-pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.long, pytest.mark.django_db(transaction=True)]
 
 
 def test_make_serve_answers_mcp_with_the_agent_tokens(alice, bob, tmp_path, servers):

@@ -13,7 +13,7 @@ from notifications.models import Delivery
 from tests.notification_receivers import HttpReceiver, SmtpServer
 from tests.processes import Worker, wait_for
 
-pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("empty_broker")]
+pytestmark = [pytest.mark.long, pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("empty_broker")]
 
 
 @pytest.fixture

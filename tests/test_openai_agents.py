@@ -115,7 +115,7 @@ def age_the_active_run(make_stale, mission_id: int) -> None:
         make_stale(run.pk)
 
 
-@pytest.mark.slow
+@pytest.mark.long
 def test_an_approved_tool_runs_once_in_a_fresh_process_across_loads_and_a_crash(live_server, alice, token, alice_in_browser, outbox, tmp_path, make_stale):
     mission_id = ask(live_server.url, token, outbox)
 
@@ -303,7 +303,7 @@ def test_a_run_that_pauses_again_is_saved_to_the_same_mission_on_the_run_load_st
     assert sent(outbox) == [INVITE, follow_up]
 
 
-@pytest.mark.slow
+@pytest.mark.long
 def test_the_example_runs_against_a_live_server(live_server, token):
     result = subprocess.run(
         [sys.executable, str(EXAMPLE), "--user", "alice", "--password", "alice-password", "--poll", "0.2"],
@@ -318,7 +318,7 @@ def test_the_example_runs_against_a_live_server(live_server, token):
     assert result.stdout.rstrip().endswith("completed; invitations sent: 1")
 
 
-@pytest.mark.slow
+@pytest.mark.long
 def test_the_example_waits_for_a_decision_made_in_the_browser(live_server, token, alice_in_browser):
     process = subprocess.Popen(
         [sys.executable, str(EXAMPLE), "--poll", "0.2"],

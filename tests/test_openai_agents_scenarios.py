@@ -19,7 +19,7 @@ from questlog_client.people import PersonSession
 from tests.openai_agents_scenarios import SCENARIOS, Scenario, executions, in_memory, store_round
 from tests.test_openai_agents import alice_in_browser as person, token  # noqa: F401 (fixtures)
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.long]
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "tests" / "openai_agents_scenarios.py"

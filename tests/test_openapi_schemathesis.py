@@ -22,7 +22,7 @@ MAX_EXAMPLES = 25
 PHASES = "examples,coverage,fuzzing,stateful"
 
 # A few minutes each against a live server: left out of `make test-fast`, run by `make test`.
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.long
 
 
 @pytest.fixture

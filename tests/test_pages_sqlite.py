@@ -12,7 +12,7 @@ import pytest
 
 from tests.test_serve import ROOT
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.long
 
 PAGE_TESTS = [
     "tests/test_views_board.py",

@@ -560,6 +560,7 @@ class MissionMachine(RuleBasedStateMachine):
         assert in_bundle_ops == {pk: status for pk, _, status in ledger}
 
 
+@pytest.mark.long
 def test_random_agent_and_person_actions_keep_every_promise():
     run_state_machine_as_test(
         MissionMachine,

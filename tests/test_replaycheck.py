@@ -20,7 +20,7 @@ from questlog_client import Questlog
 from questlog_client.fake_service import FakeService
 from questlog_client.testing import Scenario, replaycheck
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.long
 
 ROOT = Path(__file__).resolve().parent.parent
 COLUMNS = ("repeated", "constraints", "forgotten", "state_diffs", "errors")

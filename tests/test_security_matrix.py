@@ -114,6 +114,7 @@ def test_the_matrix_covers_every_route_and_every_hostile_caller():
     assert len(asked) > 4 * 100
 
 
+@pytest.mark.long
 def test_no_hostile_caller_gets_more_than_its_answer_or_changes_anything(settings):
     # As in the authorization matrix: the walk may outlast the heartbeat timeout on a loaded machine.
     settings.QUESTLOG_HEARTBEAT_TIMEOUT = 3600

@@ -201,7 +201,7 @@ def answers_page_and_api(server: Server, token: str) -> None:
     assert "items" in missions.json()
 
 
-@pytest.mark.slow
+@pytest.mark.long
 @pytest.mark.django_db(transaction=True)
 def test_make_serve_answers_pages_and_the_api_on_postgresql_and_keeps_its_connection(alice, tmp_path, servers):
     _, token = token_create(user=alice, name="serve")
@@ -219,7 +219,7 @@ def test_make_serve_answers_pages_and_the_api_on_postgresql_and_keeps_its_connec
         assert first and server_backends() == first  # the same backends: no connection per request
 
 
-@pytest.mark.slow
+@pytest.mark.long
 @pytest.mark.django_db(transaction=True)
 def test_with_a_pool_the_server_serves_every_request_from_the_pool(alice, tmp_path, servers):
     _, token = token_create(user=alice, name="pool")
@@ -237,7 +237,7 @@ def test_with_a_pool_the_server_serves_every_request_from_the_pool(alice, tmp_pa
         assert server_backends() - others == pool
 
 
-@pytest.mark.slow
+@pytest.mark.long
 def test_make_serve_runs_on_the_embedded_defaults(tmp_path, servers):
     # A fresh clone: no DATABASE_URL, no broker, an empty data dir that migrate fills.
     server = serve(tmp_path, servers)
@@ -251,7 +251,7 @@ def test_make_serve_runs_on_the_embedded_defaults(tmp_path, servers):
     assert missing.status_code == 404 and "URLconf" not in missing.text
 
 
-@pytest.mark.slow
+@pytest.mark.long
 @pytest.mark.django_db(transaction=True)
 def test_a_prefork_worker_keeps_one_connection_across_tasks_and_never_pools(tmp_path):
     broker = redis.Redis.from_url(django_settings.CELERY_BROKER_URL)

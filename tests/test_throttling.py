@@ -297,7 +297,7 @@ def test_the_database_cache_knows_no_missing_or_expired_key(database_cache):
     assert database_cache.add("gone", 1, timeout=60) and database_cache.incr("gone") == 2
 
 
-@pytest.mark.slow
+@pytest.mark.long
 @pytest.mark.django_db(transaction=True)
 def test_make_serve_with_three_workers_and_no_redis_lets_the_rate_through_once(alice, tmp_path, servers):  # noqa: F811
     """Issue 24, finding 8: with 3 workers, QUESTLOG_API_RATE=30 and no shared cache, 90 requests

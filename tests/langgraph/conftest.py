@@ -24,8 +24,8 @@ def sqlite_server(tmp_path_factory) -> Iterator[tuple[Server, object]]:
         each.stop()
 
 
-# The SQLite side starts a server process: slow, as the project marks those (`make test` runs it).
-@pytest.fixture(params=["postgresql", pytest.param("sqlite", marks=pytest.mark.slow)])
+# The SQLite side starts a server process: long, as the project marks those (`make test-long` runs it).
+@pytest.fixture(params=["postgresql", pytest.param("sqlite", marks=pytest.mark.long)])
 def database(request) -> tuple[str, str, str]:
     """(database, server URL, an agent token of a user of its own) for each database."""
     prefix = f"parity-{uuid.uuid4().hex[:8]}"

@@ -10,7 +10,7 @@ from langgraph.checkpoint.conformance.capabilities import ALL_CAPABILITIES, Dete
 from questlog_client.langgraph import QuestlogSaver
 from quests.services.tokens import token_create
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.long]
 
 
 def test_every_capability_is_detected():

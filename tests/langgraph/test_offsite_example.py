@@ -16,7 +16,7 @@ from questlog_client.models import Approval
 from questlog_client.people import PersonSession
 from quests.services.tokens import token_create
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.long]
 
 ROOT = Path(__file__).resolve().parents[2]
 Decide = Callable[[PersonSession, Approval], None]

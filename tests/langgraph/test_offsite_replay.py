@@ -11,7 +11,7 @@ from questlog_client.scenarios import demo
 from questlog_client.testing import Scenario, replaycheck
 from quests.services.tokens import token_create
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.long]
 
 STEP_FREE = "Everyone must have step-free access to the venue."
 
