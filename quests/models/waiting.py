@@ -1,6 +1,5 @@
 """What waits for a person: the approvals an agent asks and the milestones it claims, each kept
-beside its mission's owner (the models' home; quests.models imports them, so they are reachable
-from there as every other model of the app)."""
+beside its mission's owner, and the standing decisions that answer an action's requests ahead."""
 
 from django.conf import settings
 from django.db import models
