@@ -40,6 +40,10 @@ class Blob(Lifecycle):
     created_at = models.DateTimeField(auto_now_add=True)
     expires_at = models.DateTimeField(null=True, blank=True)
 
+    class Meta:
+        app_label = "quests"
+        db_table = "checkpoints_blob"
+
     def __str__(self) -> str:
         return f"{self.sha256[:12]} ({self.size_bytes} B)"
 
@@ -89,6 +93,8 @@ class Checkpoint(SharedRefs, Lifecycle):
     objects = CheckpointQuerySet.as_manager()
 
     class Meta:
+        app_label = "quests"
+        db_table = "checkpoints_checkpoint"
         constraints = [models.UniqueConstraint(fields=["mission", "seq"], name="checkpoint_seq_unique_per_mission")]
         indexes = [
             # (The newest checkpoints of a mission are read backwards along the unique (mission, seq) index.)
@@ -144,6 +150,8 @@ class Record(Lifecycle):
     objects = RecordQuerySet.as_manager()
 
     class Meta:
+        app_label = "quests"
+        db_table = "checkpoints_record"
         indexes = [
             models.Index(
                 fields=["mission", "kind", "id"],
@@ -186,6 +194,8 @@ class Operation(Lifecycle):
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
+        app_label = "quests"
+        db_table = "checkpoints_operation"
         constraints = [models.UniqueConstraint(fields=["mission", "key"], name="operation_key_unique_per_mission")]
         ordering = ["id"]
 
@@ -210,6 +220,8 @@ class OperationEvent(Lifecycle):
     error = models.TextField(blank=True, default="")
 
     class Meta:
+        app_label = "quests"
+        db_table = "checkpoints_operationevent"
         ordering = ["id"]
 
 
@@ -235,6 +247,8 @@ class SnapshotRequest(models.Model):
     outcome = models.CharField(max_length=32, blank=True, default="")
 
     class Meta:
+        app_label = "quests"
+        db_table = "checkpoints_snapshotrequest"
         constraints = [
             # At most one pending request per mission: activity during the debounce window joins
             # it. A claimed one may coexist: activity that lands while a worker is writing the
@@ -269,6 +283,8 @@ class RetentionPolicy(models.Model):
     updated_by = models.ForeignKey("auth.User", null=True, blank=True, on_delete=models.SET_NULL, related_name="+", verbose_name="set by")
 
     class Meta:
+        app_label = "quests"
+        db_table = "checkpoints_retentionpolicy"
         verbose_name_plural = "retention policies"
         ordering = ["-id"]
         get_latest_by = "id"
@@ -302,4 +318,6 @@ class PurgeLog(models.Model):
     error = models.TextField(blank=True, default="")
 
     class Meta:
+        app_label = "quests"
+        db_table = "checkpoints_purgelog"
         ordering = ["-id"]

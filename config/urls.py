@@ -27,6 +27,7 @@ def mcp_endpoint(request):
 
 
 urlpatterns = [
+    path("admin/checkpoints/", include("checkpoints.urls")),  # before the admin: its old addresses
     path("admin/", admin.site.urls),
     # Django's sign-in views, named as django.contrib.auth.urls names them; the login form explains a
     # lockout. Not that module itself: it routes the password-reset pages too.

@@ -55,7 +55,8 @@ class GraphCheckpoint(Lifecycle):
     expires_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
-        app_label = "checkpoints"
+        app_label = "quests"
+        db_table = "checkpoints_graphcheckpoint"
         constraints = [models.UniqueConstraint(fields=["mission", "ns", "graph_id"], name="graph_checkpoint_unique_per_thread")]
 
     def __str__(self) -> str:
@@ -82,7 +83,8 @@ class GraphWrite(Lifecycle):
     expires_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
-        app_label = "checkpoints"
+        app_label = "quests"
+        db_table = "checkpoints_graphwrite"
         constraints = [models.UniqueConstraint(fields=["mission", "ns", "graph_id", "task_id", "idx"], name="graph_write_unique_per_task")]
         ordering = ["task_path", "task_id", "idx"]
 

@@ -59,8 +59,8 @@ class Mission(Lifecycle):
     ended_at = models.DateTimeField(null=True, blank=True)
     updated_at = models.DateTimeField(auto_now=True)
     planned_milestones = models.JSONField(default=list, blank=True)
-    head_checkpoint = models.ForeignKey("checkpoints.Checkpoint", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
-    last_verified_checkpoint = models.ForeignKey("checkpoints.Checkpoint", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    head_checkpoint = models.ForeignKey("quests.Checkpoint", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    last_verified_checkpoint = models.ForeignKey("quests.Checkpoint", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     # Allocated under the mission's row lock so checkpoint sequence numbers never collide.
     next_checkpoint_seq = models.PositiveIntegerField(default=1)
     run_count = models.PositiveIntegerField(default=0)
