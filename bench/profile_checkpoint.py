@@ -4,7 +4,7 @@ with cProfile (top functions by own and cumulative time).
 
     BENCH_DATABASE_URL=… .venv/bin/python bench/profile_checkpoint.py [N] [--saver]
 
-`--saver` profiles the LangGraph put endpoint's service (`graph.graph_checkpoint_put`) instead."""
+`--saver` profiles the LangGraph put endpoint's service (`saves.graph_put`) instead."""
 
 import cProfile
 import os
@@ -68,9 +68,9 @@ def main() -> None:
 
 
 def saver_call(actor):
-    """LangGraph's loop saving through `graph.graph_put`: every channel of the state at first, then
+    """LangGraph's loop saving through `saves.graph_put`: every channel of the state at first, then
     the ones that changed, each save the child of the one before (as QuestlogSaver.put sends it)."""
-    from quests.services import graph
+    from quests.langgraph.services import saves
 
     thread_id = f"profile-{uuid.uuid4().hex[:8]}"
     last: dict = {"parent": None, "state": {}, "versions": {}, "step": 0}
@@ -82,7 +82,7 @@ def saver_call(actor):
         versions = {**last["versions"], **{name: f"{last['step']:032d}.0" for name in changed}}
         channels = {name: {"version": versions[name], "value": {"type": "json", "data": value}} for name, value in changed.items()}
         skeleton = {"v": 4, "id": graph_id, "ts": "2026-12-04T00:00:00+00:00", "channel_versions": versions, "versions_seen": {}}
-        graph.graph_put(
+        saves.graph_put(
             actor=actor,
             thread_id=thread_id,
             ns="",

@@ -5,7 +5,7 @@ retention policy is edited through its service, so it is registered by `quests.a
 from django.contrib import admin
 from django.http import HttpRequest
 
-from checkpoints.models import Blob, Checkpoint, GraphCheckpoint, GraphWrite, Operation, OperationEvent, PurgeLog, Record, RefMap, SnapshotRequest
+from checkpoints.models import Blob, Checkpoint, Operation, OperationEvent, PurgeLog, Record, RefMap, SnapshotRequest
 
 LIFECYCLE_FIELDS = ("retention_class", "retention_approved_at", "expires_at")
 
@@ -51,23 +51,6 @@ class CheckpointAdmin(ReadOnlyAdmin):
     list_select_related = ("mission",)
     raw_id_fields = ("mission", "run", "parent")
     date_hierarchy = "created_at"
-
-
-@admin.register(GraphCheckpoint)
-class GraphCheckpointAdmin(ReadOnlyAdmin):
-    list_display = ("id", "mission", "ns", "graph_id", "parent_graph_id", "run_ref", "created_at")
-    search_fields = ("graph_id", "run_ref", "mission__title")
-    list_select_related = ("mission",)
-    raw_id_fields = ("checkpoint", "mission")
-    date_hierarchy = "created_at"
-
-
-@admin.register(GraphWrite)
-class GraphWriteAdmin(ReadOnlyAdmin):
-    list_display = ("id", "mission", "ns", "graph_id", "task_id", "idx", "channel", "created_at")
-    search_fields = ("graph_id", "task_id", "channel")
-    list_select_related = ("mission",)
-    raw_id_fields = ("mission",)
 
 
 @admin.register(Record)

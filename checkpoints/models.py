@@ -40,6 +40,10 @@ class Blob(Lifecycle):
     created_at = models.DateTimeField(auto_now_add=True)
     expires_at = models.DateTimeField(null=True, blank=True)
 
+    class Meta:
+        app_label = "quests"
+        db_table = "checkpoints_blob"
+
     def __str__(self) -> str:
         return f"{self.sha256[:12]} ({self.size_bytes} B)"
 
@@ -89,6 +93,8 @@ class Checkpoint(SharedRefs, Lifecycle):
     objects = CheckpointQuerySet.as_manager()
 
     class Meta:
+        app_label = "quests"
+        db_table = "checkpoints_checkpoint"
         constraints = [models.UniqueConstraint(fields=["mission", "seq"], name="checkpoint_seq_unique_per_mission")]
         indexes = [
             # (The newest checkpoints of a mission are read backwards along the unique (mission, seq) index.)
@@ -144,6 +150,8 @@ class Record(Lifecycle):
     objects = RecordQuerySet.as_manager()
 
     class Meta:
+        app_label = "quests"
+        db_table = "checkpoints_record"
         indexes = [
             models.Index(
                 fields=["mission", "kind", "id"],
@@ -186,6 +194,8 @@ class Operation(Lifecycle):
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
+        app_label = "quests"
+        db_table = "checkpoints_operation"
         constraints = [models.UniqueConstraint(fields=["mission", "key"], name="operation_key_unique_per_mission")]
         ordering = ["id"]
 
@@ -210,6 +220,8 @@ class OperationEvent(Lifecycle):
     error = models.TextField(blank=True, default="")
 
     class Meta:
+        app_label = "quests"
+        db_table = "checkpoints_operationevent"
         ordering = ["id"]
 
 
@@ -235,6 +247,8 @@ class SnapshotRequest(models.Model):
     outcome = models.CharField(max_length=32, blank=True, default="")
 
     class Meta:
+        app_label = "quests"
+        db_table = "checkpoints_snapshotrequest"
         constraints = [
             # At most one pending request per mission: activity during the debounce window joins
             # it. A claimed one may coexist: activity that lands while a worker is writing the
@@ -269,6 +283,8 @@ class RetentionPolicy(models.Model):
     updated_by = models.ForeignKey("auth.User", null=True, blank=True, on_delete=models.SET_NULL, related_name="+", verbose_name="set by")
 
     class Meta:
+        app_label = "quests"
+        db_table = "checkpoints_retentionpolicy"
         verbose_name_plural = "retention policies"
         ordering = ["-id"]
         get_latest_by = "id"
@@ -302,62 +318,6 @@ class PurgeLog(models.Model):
     error = models.TextField(blank=True, default="")
 
     class Meta:
+        app_label = "quests"
+        db_table = "checkpoints_purgelog"
         ordering = ["-id"]
-
-
-class GraphCheckpoint(Lifecycle):
-    """Where LangGraph finds one of its checkpoints (`questlog_client.langgraph.QuestlogSaver`).
-    The save state is the Questlog checkpoint it names, so the mission page, restore, compaction
-    and retention treat it like any other; this row keeps what LangGraph looks it up by: its
-    namespace and id within the thread (the mission), its parent, its metadata (filterable), and
-    which blob holds each channel's value at the version the checkpoint saw."""
-
-    checkpoint = models.OneToOneField(Checkpoint, on_delete=models.CASCADE, related_name="graph")
-    # Not indexed alone: the unique (mission, ns, graph_id) index serves every lookup by mission.
-    mission = models.ForeignKey("quests.Mission", on_delete=models.CASCADE, related_name="+", db_index=False)
-    ns = models.CharField(max_length=500, blank=True, default="")
-    # LangGraph's own ids (uuid6 text): they sort by time, so "newest first" is "largest first".
-    graph_id = models.CharField(max_length=100)
-    parent_graph_id = models.CharField(max_length=100, blank=True, default="")
-    # The checkpoint without its channel values: v, ts, channel_versions, versions_seen, …
-    skeleton = models.JSONField(default=dict)
-    metadata = models.JSONField(default=dict)
-    # {channel: [version, blob sha256]}: a channel that did not change is a reference, not a copy.
-    channels = models.JSONField(default=dict)
-    # LangGraph's run id (metadata `run_id`), for `delete_for_runs`.
-    run_ref = models.CharField(max_length=100, blank=True, default="", db_index=True)
-    created_at = models.DateTimeField(auto_now_add=True)
-    expires_at = models.DateTimeField(null=True, blank=True)
-
-    class Meta:
-        constraints = [models.UniqueConstraint(fields=["mission", "ns", "graph_id"], name="graph_checkpoint_unique_per_thread")]
-
-    def __str__(self) -> str:
-        return f"{self.ns or '(root)'} {self.graph_id}"
-
-
-class GraphWrite(Lifecycle):
-    """A pending write of a LangGraph task on a checkpoint: kept until the next checkpoint of the
-    namespace, so a task that finished before a crash is not run again. It names its checkpoint by
-    LangGraph's ids rather than by a foreign key: LangGraph saves a checkpoint in the background and
-    may send the writes of its first tasks before that save arrives. `value` is the client's
-    encoding ({"type", "data"}), opaque here."""
-
-    mission = models.ForeignKey("quests.Mission", on_delete=models.CASCADE, related_name="+", db_index=False)
-    ns = models.CharField(max_length=500, blank=True, default="")
-    graph_id = models.CharField(max_length=100)
-    task_id = models.CharField(max_length=100)
-    task_path = models.CharField(max_length=500, blank=True, default="")
-    # LangGraph's index of the write in its task; special channels (errors, interrupts) are negative.
-    idx = models.IntegerField()
-    channel = models.CharField(max_length=500)
-    value = models.JSONField(default=dict)
-    created_at = models.DateTimeField(auto_now_add=True)
-    expires_at = models.DateTimeField(null=True, blank=True)
-
-    class Meta:
-        constraints = [models.UniqueConstraint(fields=["mission", "ns", "graph_id", "task_id", "idx"], name="graph_write_unique_per_task")]
-        ordering = ["task_path", "task_id", "idx"]
-
-    def __str__(self) -> str:
-        return f"{self.task_id}[{self.idx}] {self.channel}"

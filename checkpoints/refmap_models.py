@@ -17,6 +17,10 @@ class RefMap(models.Model):
     sha256 = models.CharField(max_length=64, primary_key=True)
     refs = models.JSONField()
 
+    class Meta:
+        app_label = "quests"
+        db_table = "checkpoints_refmap"
+
     def __str__(self) -> str:
         return f"{self.sha256[:12]} ({len(self.refs)} refs)"
 

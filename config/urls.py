@@ -27,7 +27,8 @@ def mcp_endpoint(request):
 
 
 urlpatterns = [
-    path("admin/", admin.site.urls),
+    # The admin, and before its own pages the old addresses of the checkpoint tables' (checkpoints/urls.py).
+    path("admin/", include([path("checkpoints/", include("checkpoints.urls")), path("", admin.site.urls)])),
     # Django's sign-in views, named as django.contrib.auth.urls names them; the login form explains a
     # lockout. Not that module itself: it routes the password-reset pages too.
     path("accounts/login/", auth_views.LoginView.as_view(authentication_form=LoginForm), name="login"),

@@ -9,6 +9,7 @@ from django.http import HttpRequest
 
 from checkpoints.admin import ReadOnlyAdmin
 from checkpoints.models import RetentionPolicy
+from quests.langgraph.models import GraphCheckpoint, GraphWrite
 from quests.models import (
     AgentToken,
     Approval,
@@ -131,6 +132,23 @@ class GraphThreadAdmin(ReadOnlyAdmin):
     list_display = ("id", "thread_id", "owner", "mission", "created_at", "deleted_at")
     search_fields = ("thread_id", "owner__username", "mission__title")
     list_select_related = ("owner", "mission")
+
+
+@admin.register(GraphCheckpoint)
+class GraphCheckpointAdmin(ReadOnlyAdmin):
+    list_display = ("id", "mission", "ns", "graph_id", "parent_graph_id", "run_ref", "created_at")
+    search_fields = ("graph_id", "run_ref", "mission__title")
+    list_select_related = ("mission",)
+    raw_id_fields = ("checkpoint", "mission")
+    date_hierarchy = "created_at"
+
+
+@admin.register(GraphWrite)
+class GraphWriteAdmin(ReadOnlyAdmin):
+    list_display = ("id", "mission", "ns", "graph_id", "task_id", "idx", "channel", "created_at")
+    search_fields = ("graph_id", "task_id", "channel")
+    list_select_related = ("mission",)
+    raw_id_fields = ("mission",)
 
 
 @admin.register(AgentToken)

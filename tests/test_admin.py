@@ -49,7 +49,7 @@ def test_every_changelist_and_change_page_renders(admin_client_, agent, person):
 def test_changelists_filter(admin_client_, agent, person):
     finished_mission(agent, person, "Offsite")
     assert admin_client_.get("/admin/quests/mission/?status__exact=completed&purged=no").status_code == 200
-    assert admin_client_.get("/admin/checkpoints/checkpoint/?trigger__exact=stop").status_code == 200
+    assert admin_client_.get("/admin/quests/checkpoint/?trigger__exact=stop").status_code == 200
     assert admin_client_.get("/admin/quests/auditevent/?entity=mission").status_code == 200
     assert admin_client_.get("/admin/quests/hold/?active=yes").status_code == 200
 
@@ -85,26 +85,26 @@ def test_a_hold_placed_in_the_admin_goes_through_the_service(admin_client_, agen
 def test_the_policy_is_edited_in_the_admin_through_the_service(admin_client_):
     policy = RetentionPolicy.current()
     data = {"grace_days": 14, "approved_max_days": 365, "memory_max_days": 365, "snapshot_prune_days": 7, "snapshot_keep_newest": 20, "purge_batch_size": 100}
-    r = admin_client_.post(reverse("admin:checkpoints_retentionpolicy_change", args=[policy.pk]), data)
+    r = admin_client_.post(reverse("admin:quests_retentionpolicy_change", args=[policy.pk]), data)
     assert r.status_code == 302
     assert RetentionPolicy.current().grace_days == 14
     assert AuditEvent.objects.filter(entity="retention_policy").exists()
-    r = admin_client_.post(reverse("admin:checkpoints_retentionpolicy_change", args=[RetentionPolicy.current().pk]), {**data, "purge_batch_size": 0})
+    r = admin_client_.post(reverse("admin:quests_retentionpolicy_change", args=[RetentionPolicy.current().pk]), {**data, "purge_batch_size": 0})
     assert r.status_code == 200 and RetentionPolicy.current().purge_batch_size == 100
 
 
 def test_a_policy_change_in_the_admin_keeps_the_old_version_read_only(admin_client_):
     old = RetentionPolicy.current()
     data = {"grace_days": 14, "approved_max_days": 365, "memory_max_days": 365, "snapshot_prune_days": 7, "snapshot_keep_newest": 20, "purge_batch_size": 200}
-    admin_client_.post(reverse("admin:checkpoints_retentionpolicy_change", args=[old.pk]), data)
+    admin_client_.post(reverse("admin:quests_retentionpolicy_change", args=[old.pk]), data)
     assert RetentionPolicy.current().pk != old.pk
     assert RetentionPolicy.objects.get(pk=old.pk).grace_days == 30
-    old_url = reverse("admin:checkpoints_retentionpolicy_change", args=[old.pk])
+    old_url = reverse("admin:quests_retentionpolicy_change", args=[old.pk])
     r = admin_client_.get(old_url)
     assert r.status_code == 200 and 'name="_save"' not in r.content.decode()
     assert admin_client_.post(old_url, {**data, "grace_days": 1}).status_code == 403
     assert RetentionPolicy.objects.get(pk=old.pk).grace_days == 30
-    r = admin_client_.get(reverse("admin:checkpoints_retentionpolicy_changelist"))
+    r = admin_client_.get(reverse("admin:quests_retentionpolicy_changelist"))
     assert r.status_code == 200 and RetentionPolicy.objects.count() == 2
 
 
@@ -112,7 +112,7 @@ def test_purge_logs_are_read_only(admin_client_):
     from quests.retention.services.purge import retention_purge
 
     log = retention_purge(dry_run=True)
-    assert admin_client_.post(reverse("admin:checkpoints_purgelog_delete", args=[log.pk]), {"post": "yes"}).status_code == 403
+    assert admin_client_.post(reverse("admin:quests_purgelog_delete", args=[log.pk]), {"post": "yes"}).status_code == 403
     assert PurgeLog.objects.filter(pk=log.pk).exists()
 
 
@@ -121,3 +121,14 @@ def test_people_who_are_not_staff_do_not_get_in(alice):
     client.force_login(alice)
     r = client.get("/admin/quests/auditevent/")
     assert r.status_code == 302 and "/admin/login/" in r["Location"]
+
+
+def test_the_checkpoint_tables_old_admin_addresses_redirect_to_quests(admin_client_):
+    """The tables joined the quests app (docs/architecture.md, "One app for the tables")."""
+    r = admin_client_.get("/admin/checkpoints/checkpoint/?trigger__exact=stop")
+    assert (r.status_code, r["Location"]) == (301, "/admin/quests/checkpoint/?trigger__exact=stop")
+    r = admin_client_.get("/admin/checkpoints/")
+    assert (r.status_code, r["Location"]) == (301, "/admin/quests/")
+    r = admin_client_.get("/admin/checkpoints/purgelog/3/change/")
+    assert (r.status_code, r["Location"]) == (301, "/admin/quests/purgelog/3/change/")
+    assert list(apps.get_app_config("checkpoints").get_models()) == []

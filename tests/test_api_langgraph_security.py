@@ -9,7 +9,8 @@ from datetime import timedelta
 import pytest
 from django.test import Client
 
-from checkpoints.models import Checkpoint, GraphCheckpoint, GraphWrite
+from checkpoints.models import Checkpoint
+from quests.langgraph.models import GraphCheckpoint, GraphWrite
 from quests.models import Approval, AuditEvent, Constraint, GraphThread, Hold, Mission
 from quests.retention.services.expiry import retention_keep
 from quests.services import approvals, missions, records, runs

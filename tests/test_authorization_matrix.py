@@ -24,9 +24,10 @@ from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver
 from django.utils import timezone
 
-from checkpoints.models import Checkpoint, GraphCheckpoint, GraphWrite, Operation, Record
+from checkpoints.models import Checkpoint, Operation, Record
 from notifications.models import WebhookEndpoint
 from quests.api import api
+from quests.langgraph.models import GraphCheckpoint, GraphWrite
 from quests.models import (
     AgentToken,
     Approval,

@@ -29,12 +29,12 @@ STATE_MODELS = [
     "quests.Milestone",
     "quests.MemoryProposal",
     "quests.GraphThread",
-    "checkpoints.Checkpoint",
-    "checkpoints.Record",
-    "checkpoints.Operation",
-    "checkpoints.Blob",
-    "checkpoints.GraphCheckpoint",
-    "checkpoints.GraphWrite",
+    "quests.Checkpoint",
+    "quests.Record",
+    "quests.Operation",
+    "quests.Blob",
+    "quests.GraphCheckpoint",
+    "quests.GraphWrite",
 ]
 
 

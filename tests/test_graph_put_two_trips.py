@@ -12,8 +12,8 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from checkpoints.models import GraphCheckpoint
 from quests.engine import graph as engine_graph
+from quests.langgraph.models import GraphCheckpoint
 from quests.models import GraphThread, Mission, Run
 from tests.test_checkpoint_two_trips import assert_one_chain, postgresql_only, then_a_record_lands
 from tests.test_concurrency import agents_like, race

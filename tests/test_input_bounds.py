@@ -91,7 +91,7 @@ OVER = {
 
 
 def counts() -> dict[str, int]:
-    return {name: apps.get_model(name).objects.count() for name in [*STATE_MODELS, "quests.AuditEvent", "checkpoints.OperationEvent"]}
+    return {name: apps.get_model(name).objects.count() for name in [*STATE_MODELS, "quests.AuditEvent", "quests.OperationEvent"]}
 
 
 @pytest.fixture

@@ -193,9 +193,10 @@ def on_not_found(request: HttpRequest, exc: Http404) -> HttpResponse:
 
 
 from notifications.api import router as webhooks_router  # noqa: E402  (the notifications app's people API)
-from quests.api import agent, graph, people  # noqa: E402  (routers register on `api`)
+from quests.api import agent, people  # noqa: E402  (routers register on `api`)
+from quests.langgraph.api import router as langgraph_router  # noqa: E402  (the LangGraph checkpointer's endpoints)
 
 api.add_router("", agent.router)
 api.add_router("", people.router)
-api.add_router("", graph.router)
+api.add_router("", langgraph_router)
 api.add_router("", webhooks_router)

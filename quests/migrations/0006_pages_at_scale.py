@@ -1,5 +1,5 @@
 """The pages at real scale (issue 13). What waits for a person carries its mission's owner
-(quests.models.WaitsForAPerson), and the inbox reads it along partial indexes of what still waits,
+(quests.models.waiting.WaitsForAPerson), and the inbox reads it along partial indexes of what still waits,
 per person, oldest first; the board reads a person's quests along indexes in its own order and
 counts them per status from an index alone."""
 

@@ -14,6 +14,7 @@ from django.db.models.functions import Coalesce
 
 from checkpoints.models import BRANCH_POINTS, Checkpoint, Record, Trigger
 from quests.models import (
+    AWAITING_REVIEW,
     Approval,
     ApprovalStatus,
     AuditEvent,
@@ -30,7 +31,6 @@ from quests.selectors.ledger import LedgerWindow, ledger_window
 from quests.selectors.tree import TREE_REACH, CheckpointTree, HistoryShape, Overview, branch_runs, checkpoint_tree, overview
 from quests.services import machine
 from quests.services.bundle import resume_summary
-from quests.waiting import AWAITING_REVIEW
 
 CHECKPOINT_LIST_FIELDS = ("id", "mission_id", "run_id", "parent_id", "seq", "trigger", "verified", "note", "created_at", "hash", "size_bytes")
 TIMELINE_SIZE = 20

@@ -5,11 +5,11 @@ from functools import partial
 from django.db import DEFAULT_DB_ALIAS, transaction
 from django.utils import timezone
 
-from checkpoints.graph import graph_branch
 from checkpoints.models import DURABLE_RECORD_KINDS, Checkpoint, Record
 from checkpoints.services import checkpoint_agent_state, state_get
 from quests import limits
 from quests.engine import lifecycle
+from quests.langgraph.services.branch import graph_branch
 from quests.models import ApprovalStatus, AuditEvent, Constraint, ConstraintSource, MilestoneKind, Mission, MissionStatus, StopReason
 from quests.services import idempotency, machine, pending, savestate
 from quests.services.access import get_for, require_person, require_whole_account

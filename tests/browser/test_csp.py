@@ -74,7 +74,7 @@ def test_a_deliberate_inline_style_is_reported_so_the_listener_sees_violations(p
 def test_the_staff_pages_and_djangos_admin_run_under_the_policy_without_a_violation(page, open_page, login, django_user_model, violations):
     staff = django_user_model.objects.create_superuser("root", password="root-password")
     login(staff)
-    for path in ("/staff/retention/", "/admin/", "/admin/checkpoints/retentionpolicy/", "/admin/auth/user/"):
+    for path in ("/staff/retention/", "/admin/", "/admin/quests/retentionpolicy/", "/admin/auth/user/"):
         assert open_page(path).status == 200, path
         page.wait_for_load_state("load")
     assert violations == []

@@ -6,7 +6,7 @@ import uuid
 
 import pytest
 
-from quests.services.graph_history import ANCESTORS_WINDOW
+from quests.langgraph.services.history import ANCESTORS_WINDOW
 from tests.test_query_budgets import django_assert_max_num_queries  # noqa: F401  (the fixture)
 
 pytestmark = pytest.mark.django_db(transaction=True)

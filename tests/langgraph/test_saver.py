@@ -8,12 +8,13 @@ import pytest
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import interrupt
 
-from checkpoints.models import Checkpoint, GraphCheckpoint
+from checkpoints.models import Checkpoint
 from questlog_client import MissionNotStartable
 from questlog_client.errors import ApiError
 from questlog_client.fake_service import FakeService
 from questlog_client.langgraph import QuestlogSaver
 from questlog_client.people import PersonSession
+from quests.langgraph.models import GraphCheckpoint
 from quests.models import Approval, GraphThread, Mission
 from quests.services.tokens import token_create
 

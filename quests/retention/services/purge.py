@@ -12,18 +12,9 @@ from django.db import transaction
 from django.db.models import Exists, OuterRef, Q, QuerySet
 from django.utils import timezone
 
-from checkpoints.models import (
-    Blob,
-    Checkpoint,
-    GraphWrite,
-    Operation,
-    OperationEvent,
-    PurgeLog,
-    Record,
-    RetentionPolicy,
-    SnapshotRequest,
-)
+from checkpoints.models import Blob, Checkpoint, Operation, OperationEvent, PurgeLog, Record, RetentionPolicy, SnapshotRequest
 from checkpoints.pruning import blobs_collect_garbage, blobs_referenced
+from quests.langgraph.models import GraphWrite
 from quests.models import (
     TERMINAL_STATUSES,
     Approval,

@@ -1,5 +1,5 @@
-"""Missions and everything people and agents act on. Rules that change rows live in
-`quests.services`; models hold single-row rules and derived values only."""
+"""A mission, its runs and its constraints: what a person asks for and what works on it. Rules that
+change rows live in `quests.services`; models hold single-row rules and derived values only."""
 
 from collections.abc import Iterable
 
@@ -8,18 +8,8 @@ from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
-from checkpoints.models import Lifecycle, RetentionClass
-
-# What waits for a person has its own module; its names stay importable from here.
-from quests.waiting import (  # noqa: F401
-    Approval,
-    ApprovalStatus,
-    Milestone,
-    MilestoneKind,
-    MilestoneQuerySet,
-    ReviewStatus,
-    StandingDecision,
-)
+from checkpoints.models import Lifecycle
+from quests.models.waiting import Milestone, ReviewStatus
 
 
 class MissionStatus(models.TextChoices):
@@ -69,8 +59,8 @@ class Mission(Lifecycle):
     ended_at = models.DateTimeField(null=True, blank=True)
     updated_at = models.DateTimeField(auto_now=True)
     planned_milestones = models.JSONField(default=list, blank=True)
-    head_checkpoint = models.ForeignKey("checkpoints.Checkpoint", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
-    last_verified_checkpoint = models.ForeignKey("checkpoints.Checkpoint", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    head_checkpoint = models.ForeignKey("quests.Checkpoint", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    last_verified_checkpoint = models.ForeignKey("quests.Checkpoint", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     # Allocated under the mission's row lock so checkpoint sequence numbers never collide.
     next_checkpoint_seq = models.PositiveIntegerField(default=1)
     run_count = models.PositiveIntegerField(default=0)
@@ -188,143 +178,3 @@ class Constraint(Lifecycle):
 
     def __str__(self) -> str:
         return self.text[:60]
-
-
-class MemoryProposal(Lifecycle):
-    class Status(models.TextChoices):
-        PENDING = "pending"
-        APPROVED = "approved"
-        DECLINED = "declined"
-
-    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memory_proposals")
-    mission = models.ForeignKey(Mission, null=True, on_delete=models.CASCADE, related_name="memory_proposals")
-    run = models.ForeignKey(Run, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
-    name = models.CharField(max_length=200)
-    value = models.TextField()
-    reason = models.TextField()
-    status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
-    decided_at = models.DateTimeField(null=True, blank=True)
-
-    class Meta:
-        ordering = ["id"]
-
-
-class MemoryItem(Lifecycle):
-    """Long-term memory about a person: exists only because that person approved it."""
-
-    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memory_items")
-    name = models.CharField(max_length=200)
-    value = models.TextField()
-    source_mission = models.ForeignKey(Mission, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
-    proposal = models.OneToOneField(MemoryProposal, null=True, blank=True, on_delete=models.SET_NULL, related_name="item")
-    approved_at = models.DateTimeField()
-
-    class Meta:
-        ordering = ["name", "id"]
-
-    def save(self, *args, **kwargs):
-        self.retention_class = RetentionClass.LONG_TERM
-        super().save(*args, **kwargs)
-
-
-class AgentToken(models.Model):
-    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="agent_tokens")
-    mission = models.ForeignKey(Mission, null=True, blank=True, on_delete=models.CASCADE, related_name="+")
-    name = models.CharField(max_length=100, blank=True, default="")
-    token_hash = models.CharField(max_length=64, unique=True)
-    prefix = models.CharField(max_length=12)
-    created_at = models.DateTimeField(auto_now_add=True)
-    last_used_at = models.DateTimeField(null=True, blank=True)
-    revoked_at = models.DateTimeField(null=True, blank=True)
-
-    class Meta:
-        ordering = ["-created_at", "-id"]
-
-    def __str__(self) -> str:
-        return f"{self.name or 'token'} ({self.prefix}…)"
-
-
-class IdempotentRequest(models.Model):
-    """A creating POST that carried a `key`: the same key with the same body replays the original
-    resource; a different body is `key_reuse`. One table serves every kind of creation."""
-
-    # Not indexed alone: the unique (owner, scope, key) index serves lookups by owner.
-    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+", db_index=False)
-    scope = models.CharField(max_length=100)
-    key = models.CharField(max_length=200)
-    request_hash = models.CharField(max_length=64)
-    object_id = models.BigIntegerField()
-    created_at = models.DateTimeField(auto_now_add=True)
-
-    class Meta:
-        constraints = [models.UniqueConstraint(fields=["owner", "scope", "key"], name="idempotent_request_unique")]
-
-
-class AuditEvent(models.Model):
-    """Append-only: who changed what, from which state to which, and when."""
-
-    created_at = models.DateTimeField(default=timezone.now, db_index=True)
-    mission = models.ForeignKey(Mission, null=True, blank=True, on_delete=models.SET_NULL, related_name="audit_events")
-    actor_user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
-    actor_token = models.ForeignKey(AgentToken, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
-    actor = models.CharField(max_length=200)
-    entity = models.CharField(max_length=32)
-    entity_id = models.BigIntegerField(null=True)
-    action = models.CharField(max_length=64)
-    from_state = models.CharField(max_length=32, blank=True, default="")
-    to_state = models.CharField(max_length=32, blank=True, default="")
-    data = models.JSONField(default=dict, blank=True)
-
-    class Meta:
-        ordering = ["id"]
-
-    def save(self, *args, **kwargs):
-        if self.pk is not None:
-            raise ValueError("Audit events are append-only.")
-        super().save(*args, **kwargs)
-
-
-class Hold(models.Model):
-    """Staff hold: held state is never purged, whatever its expiry."""
-
-    mission = models.ForeignKey(Mission, null=True, blank=True, on_delete=models.CASCADE, related_name="holds")
-    user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.CASCADE, related_name="holds")
-    reason = models.TextField()
-    placed_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
-    created_at = models.DateTimeField(auto_now_add=True)
-    released_at = models.DateTimeField(null=True, blank=True)
-
-    class Meta:
-        constraints = [models.CheckConstraint(condition=Q(mission__isnull=False) | Q(user__isnull=False), name="hold_names_mission_or_user")]
-
-
-class GraphThread(models.Model):
-    """A LangGraph thread of one user and the mission that holds it. It outlives the mission's
-    state when deleted (`deleted_at`): a late write to a deleted thread is refused instead of
-    bringing it back half-empty."""
-
-    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
-    thread_id = models.CharField(max_length=300)
-    mission = models.OneToOneField(Mission, null=True, on_delete=models.SET_NULL, related_name="graph_thread")
-    # The thread's first save made the mission (rather than joining a quest that already was): only
-    # then does deleting the thread end and purge the mission.
-    made_mission = models.BooleanField(default=False)
-    created_at = models.DateTimeField(auto_now_add=True)
-    deleted_at = models.DateTimeField(null=True, blank=True)
-
-    class Meta:
-        constraints = [models.UniqueConstraint(fields=["owner", "thread_id"], name="graph_thread_unique_per_owner")]
-
-    def __str__(self) -> str:
-        return self.thread_id
-
-
-class PersonSettings(models.Model):
-    """A person's own choices for the pages. An empty time zone means the browser's: the pages read
-    it from the cookie static/js/questlog.js keeps (quests.middleware.PersonTimeZoneMiddleware)."""
-
-    user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="questlog_settings")
-    time_zone = models.CharField(max_length=64, blank=True, default="")
-
-    def __str__(self) -> str:
-        return f"{self.user} · {self.time_zone or 'browser time zone'}"

@@ -12,10 +12,12 @@ from quests import limits, storable
 from quests.api.auth import actor
 from quests.api.responses import ACT, BODY, READ, answers
 from quests.api.schemas import JSON_QUERY_MARKER, JSON_VALUE_MARKER, STORABLE, In, Int, JsonObject, StorableJson
+from quests.langgraph.services import history, reads, saves, threads
 from quests.schemas import ApprovalOut, RunOut
-from quests.services import graph, graph_history, graph_reads, graph_threads
 from quests.services.errors import InvalidInput
 
+# Each operation names its id: ninja derives one from the module, and the module moved from
+# quests/api/graph.py here; the OpenAPI document (and the clients generated from it) keep theirs.
 router = Router(tags=["langgraph"])
 
 
@@ -165,7 +167,7 @@ class GraphListQuery(Schema):
     before: GraphId | None = None
     # The metadata filter as a JSON object: {"source": "input", "step": 2}.
     filter: Annotated[_string(10_000), WithJsonSchema(JSON_QUERY_MARKER)] | None = None
-    limit: Annotated[int, Field(ge=1, le=graph.LIST_LIMIT)] = graph.LIST_LIMIT
+    limit: Annotated[int, Field(ge=1, le=saves.LIST_LIMIT)] = saves.LIST_LIMIT
 
 
 class DeltaHistoryQuery(Schema):
@@ -253,9 +255,9 @@ def _metadata_filter(text: str | None) -> dict[str, Any]:
     return value
 
 
-@router.post("/langgraph/checkpoints", response=answers({201: SavedOut}, *WRITE))
+@router.post("/langgraph/checkpoints", response=answers({201: SavedOut}, *WRITE), operation_id="quests_api_graph_put_checkpoint")
 def put_checkpoint(request: HttpRequest, body: GraphCheckpointIn):
-    row = graph.graph_put(
+    row = saves.graph_put(
         actor=actor(request),
         thread_id=body.thread_id,
         ns=body.checkpoint_ns,
@@ -277,9 +279,9 @@ def put_checkpoint(request: HttpRequest, body: GraphCheckpointIn):
     return Status(201, saved)
 
 
-@router.post("/langgraph/writes", response=answers(WritesOut, *WRITE))
+@router.post("/langgraph/writes", response=answers(WritesOut, *WRITE), operation_id="quests_api_graph_put_writes")
 def put_writes(request: HttpRequest, body: GraphWritesIn):
-    made = graph.graph_put_writes(
+    made = saves.graph_put_writes(
         actor=actor(request),
         thread_id=body.thread_id,
         ns=body.checkpoint_ns,
@@ -294,9 +296,9 @@ def put_writes(request: HttpRequest, body: GraphWritesIn):
     return {"approvals": made}
 
 
-@router.get("/langgraph/checkpoints", response=answers(GraphTupleList, *READ, 422))
+@router.get("/langgraph/checkpoints", response=answers(GraphTupleList, *READ, 422), operation_id="quests_api_graph_list_checkpoints")
 def list_checkpoints(request: HttpRequest, query: Query[GraphListQuery]):
-    items = graph_reads.graph_checkpoints(
+    items = reads.graph_checkpoints(
         actor=actor(request),
         thread_id=query.thread_id,
         ns=query.checkpoint_ns,
@@ -308,9 +310,9 @@ def list_checkpoints(request: HttpRequest, query: Query[GraphListQuery]):
     return {"items": items}
 
 
-@router.get("/langgraph/delta-history", response=answers(DeltaHistoryOut, *READ, 422))
+@router.get("/langgraph/delta-history", response=answers(DeltaHistoryOut, *READ, 422), operation_id="quests_api_graph_delta_history")
 def delta_history(request: HttpRequest, query: Query[DeltaHistoryQuery]):
-    channels = graph_history.graph_delta_history(
+    channels = history.graph_delta_history(
         actor=actor(request),
         thread_id=query.thread_id,
         ns=query.checkpoint_ns,
@@ -320,34 +322,34 @@ def delta_history(request: HttpRequest, query: Query[DeltaHistoryQuery]):
     return {"channels": channels}
 
 
-@router.get("/langgraph/thread", response=answers(ThreadOut, *READ, 404, 410, 422))
+@router.get("/langgraph/thread", response=answers(ThreadOut, *READ, 404, 410, 422), operation_id="quests_api_graph_get_thread")
 def get_thread(request: HttpRequest, query: Query[ThreadQuery]):
     refs = [ref for ref in query.refs.split(",") if ref] if query.refs is not None else None
-    return graph.graph_thread(actor(request), query.thread_id, refs=refs)
+    return saves.graph_thread(actor(request), query.thread_id, refs=refs)
 
 
-@router.post("/langgraph/session", response=answers(RunOut, *WRITE))
+@router.post("/langgraph/session", response=answers(RunOut, *WRITE), operation_id="quests_api_graph_session")
 def session(request: HttpRequest, body: SessionIn):
-    return graph.graph_session(actor(request), body.thread_id, mission_id=body.mission_id)
+    return saves.graph_session(actor(request), body.thread_id, mission_id=body.mission_id)
 
 
-@router.post("/langgraph/threads/delete", response=answers(CountOut, *ACT, *BODY, 409))
+@router.post("/langgraph/threads/delete", response=answers(CountOut, *ACT, *BODY, 409), operation_id="quests_api_graph_delete_thread")
 def delete_thread(request: HttpRequest, body: ThreadIn):
-    return {"deleted": int(graph_threads.graph_delete_thread(actor=actor(request), thread_id=body.thread_id))}
+    return {"deleted": int(threads.graph_delete_thread(actor=actor(request), thread_id=body.thread_id))}
 
 
 # A retention hold on a quest whose checkpoints these would delete: 409 `held`.
-@router.post("/langgraph/delete-for-runs", response=answers(CountOut, *ACT, *BODY, 409))
+@router.post("/langgraph/delete-for-runs", response=answers(CountOut, *ACT, *BODY, 409), operation_id="quests_api_graph_delete_for_runs")
 def delete_for_runs(request: HttpRequest, body: RunsIn):
-    return {"deleted": graph_threads.graph_delete_for_runs(actor=actor(request), run_ids=body.run_ids)}
+    return {"deleted": threads.graph_delete_for_runs(actor=actor(request), run_ids=body.run_ids)}
 
 
-@router.post("/langgraph/copy", response=answers(CopyOut, *ACT, *BODY, 409, 410))
+@router.post("/langgraph/copy", response=answers(CopyOut, *ACT, *BODY, 409, 410), operation_id="quests_api_graph_copy_thread")
 def copy_thread(request: HttpRequest, body: CopyIn):
-    target = graph_threads.graph_copy_thread(actor=actor(request), source_thread_id=body.source_thread_id, target_thread_id=body.target_thread_id)
+    target = threads.graph_copy_thread(actor=actor(request), source_thread_id=body.source_thread_id, target_thread_id=body.target_thread_id)
     return {"mission_id": target.pk if target else None}
 
 
-@router.post("/langgraph/prune", response=answers(CountOut, *ACT, *BODY, 409))
+@router.post("/langgraph/prune", response=answers(CountOut, *ACT, *BODY, 409), operation_id="quests_api_graph_prune")
 def prune(request: HttpRequest, body: PruneIn):
-    return {"deleted": graph_threads.graph_prune(actor=actor(request), thread_ids=body.thread_ids, strategy=body.strategy)}
+    return {"deleted": threads.graph_prune(actor=actor(request), thread_ids=body.thread_ids, strategy=body.strategy)}

@@ -5,8 +5,8 @@ channels that changed; the others are found in its parent, or else in the namesp
 
 from typing import Any
 
-from checkpoints.models import GraphCheckpoint
 from checkpoints.services import canonical_json, sha256_hex
+from quests.langgraph.models import GraphCheckpoint
 from quests.models import Mission
 
 

@@ -1,5 +1,5 @@
 """The LangGraph saver's reads: checkpoint tuples with their pending writes and blob contents,
-filtered by metadata (`get_tuple`, `list`). Writes and threads live in `graph` and `graph_threads`."""
+filtered by metadata (`get_tuple`, `list`). Writes and threads live in `saves` and `threads`."""
 
 import json
 from typing import Any
@@ -7,11 +7,11 @@ from typing import Any
 from django.db.models import Q, QuerySet
 from django.db.models.fields.json import KeyTransform
 
-from checkpoints.models import GraphCheckpoint, GraphWrite
 from checkpoints.services import blobs_get
 from quests.engine import reads
+from quests.langgraph.models import GraphCheckpoint, GraphWrite
+from quests.langgraph.services.saves import LIST_LIMIT, thread_mission_id, thread_missions
 from quests.services.audit import Actor
-from quests.services.graph import LIST_LIMIT, thread_mission_id, thread_missions
 
 
 def graph_checkpoints(

@@ -14,7 +14,10 @@ from django.db import transaction
 from django.db.models import Max, Q, QuerySet
 from django.utils import timezone
 
-from checkpoints.models import Checkpoint, GraphCheckpoint, GraphWrite, Operation, OperationStatus
+from checkpoints.models import Checkpoint, Operation, OperationStatus
+from quests.langgraph.models import GraphCheckpoint, GraphWrite
+from quests.langgraph.services.reads import writes_of
+from quests.langgraph.services.saves import ThreadDeleted, lock_thread, thread_missions
 from quests.models import TERMINAL_STATUSES, GraphThread, Mission, MissionStatus, StopReason
 from quests.retention.services.holds import held_mission_ids, held_user_ids
 from quests.retention.services.purge import purge_missions, release_blobs
@@ -22,8 +25,6 @@ from quests.services import machine, pending, savestate
 from quests.services.access import require_whole_account
 from quests.services.audit import Actor, audit
 from quests.services.errors import Conflict, InvalidInput
-from quests.services.graph import ThreadDeleted, lock_thread, thread_missions
-from quests.services.graph_reads import writes_of
 from quests.services.runs import run_end
 
 DELETED_DETAIL = "The LangGraph thread was deleted."

@@ -19,15 +19,15 @@ from django.db import DEFAULT_DB_ALIAS, IntegrityError, transaction
 from django.db.models import Q, QuerySet, Subquery
 from django.utils import timezone
 
-from checkpoints.models import GraphCheckpoint, GraphWrite
 from checkpoints.pruning import blob_writers_guard_expression
 from quests.engine import graph as engine_graph, runner, writes as engine_writes
+from quests.langgraph.models import GraphCheckpoint, GraphWrite
+from quests.langgraph.services.channels import channels_known, channels_resolved
 from quests.models import ApprovalStatus, GraphThread, Mission, MissionStatus, Run
 from quests.services import approvals, machine, missions, runs, savestate
 from quests.services.access import visible
 from quests.services.audit import Actor
 from quests.services.errors import Conflict, InvalidInput, NotFound, ServiceError, mission_not_startable
-from quests.services.graph_channels import channels_known, channels_resolved
 from quests.services.locking import caller, named_now
 
 SESSION_AGENT = "langgraph"

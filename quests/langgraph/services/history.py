@@ -6,11 +6,11 @@ from typing import Any
 
 from django.db.models import QuerySet
 
-from checkpoints.models import GraphCheckpoint, GraphWrite
 from checkpoints.services import blobs_get
+from quests.langgraph.models import GraphCheckpoint, GraphWrite
+from quests.langgraph.services.channels import encoded
+from quests.langgraph.services.saves import thread_mission_id
 from quests.services.audit import Actor
-from quests.services.graph import thread_mission_id
-from quests.services.graph_channels import encoded
 
 EMPTY_SHAS = frozenset({encoded({"type": "empty"})[0], encoded({"type": "empty", "data": None})[0]})
 # How many of a namespace's checkpoints one query reads while walking a parent chain.

@@ -8,7 +8,8 @@ from collections.abc import Callable
 from django.db.models import Max
 from django.utils import timezone
 
-from checkpoints.models import Checkpoint, GraphCheckpoint
+from checkpoints.models import Checkpoint
+from quests.langgraph.models import GraphCheckpoint
 
 # 100-nanosecond intervals between the Gregorian epoch (1582-10-15) and the Unix epoch.
 GREGORIAN_OFFSET = 0x01B21DD213814000

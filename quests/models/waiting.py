@@ -1,6 +1,5 @@
 """What waits for a person: the approvals an agent asks and the milestones it claims, each kept
-beside its mission's owner (the models' home; quests.models imports them, so they are reachable
-from there as every other model of the app)."""
+beside its mission's owner, and the standing decisions that answer an action's requests ahead."""
 
 from django.conf import settings
 from django.db import models
@@ -54,7 +53,7 @@ class Approval(Lifecycle, WaitsForAPerson):
     status = models.CharField(max_length=16, choices=ApprovalStatus.choices, default=ApprovalStatus.PENDING)
     decided_payload = models.JSONField(null=True, blank=True)
     note = models.TextField(blank=True, default="")
-    checkpoint = models.ForeignKey("checkpoints.Checkpoint", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    checkpoint = models.ForeignKey("quests.Checkpoint", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     respond_by = models.DateTimeField(null=True, blank=True)
     decided_at = models.DateTimeField(null=True, blank=True)
     decided_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
@@ -128,7 +127,7 @@ class Milestone(Lifecycle, WaitsForAPerson):
     summary = models.TextField(blank=True, default="")
     evidence = models.JSONField(default=list, blank=True)
     gate = models.BooleanField(default=False)
-    checkpoint = models.ForeignKey("checkpoints.Checkpoint", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    checkpoint = models.ForeignKey("quests.Checkpoint", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     review_status = models.CharField(max_length=16, choices=ReviewStatus.choices, default=ReviewStatus.PENDING_REVIEW)
     note = models.TextField(blank=True, default="")
     reviewed_at = models.DateTimeField(null=True, blank=True)
