@@ -167,7 +167,8 @@ class OperationStatus(models.TextChoices):
 class Operation(Lifecycle):
     """One external side effect, keyed by an idempotency key unique per mission."""
 
-    mission = models.ForeignKey("quests.Mission", on_delete=models.CASCADE, related_name="operations")
+    # Not indexed alone: the (mission, id) index serves every lookup by mission.
+    mission = models.ForeignKey("quests.Mission", on_delete=models.CASCADE, related_name="operations", db_index=False)
     run = models.ForeignKey("quests.Run", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     key = models.CharField(max_length=200)
     request_hash = models.CharField(max_length=64)
@@ -187,6 +188,11 @@ class Operation(Lifecycle):
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["mission", "key"], name="operation_key_unique_per_mission")]
+        indexes = [
+            # A change reads the ledger chunk holding its operation (a range of ids within the
+            # mission): along this index it visits the chunk only, however long the ledger.
+            models.Index(fields=["mission", "id"], name="operation_by_mission_and_id"),
+        ]
         ordering = ["id"]
 
     def __str__(self) -> str:
