@@ -84,7 +84,9 @@ class Checkpoint(SharedRefs, Lifecycle):
     size_bytes = models.PositiveIntegerField(default=0)
     agent_state_bytes = models.PositiveIntegerField(default=0)
     new_bytes = models.PositiveIntegerField(default=0)
-    compaction_report = models.JSONField(default=dict, blank=True)
+    # The compaction report is a shared map too (`compaction_report`): most checkpoints repeat their
+    # parent's. Not indexed, no database constraint, like the refs' maps.
+    report = models.ForeignKey(RefMap, null=True, blank=True, on_delete=models.DO_NOTHING, db_constraint=False, db_index=False, related_name="+")
 
     objects = CheckpointQuerySet.as_manager()
 
