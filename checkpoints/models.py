@@ -88,7 +88,9 @@ class Checkpoint(SharedRefs, Lifecycle):
     size_bytes = models.PositiveIntegerField(default=0)
     agent_state_bytes = models.PositiveIntegerField(default=0)
     new_bytes = models.PositiveIntegerField(default=0)
-    compaction_report = models.JSONField(default=dict, blank=True)
+    # The compaction report is a shared map too (`compaction_report`): most checkpoints repeat their
+    # parent's. Not indexed, no database constraint, like the refs' maps.
+    report = models.ForeignKey(RefMap, null=True, blank=True, on_delete=models.DO_NOTHING, db_constraint=False, db_index=False, related_name="+")
 
     objects = CheckpointQuerySet.as_manager()
 
@@ -175,7 +177,8 @@ class OperationStatus(models.TextChoices):
 class Operation(Lifecycle):
     """One external side effect, keyed by an idempotency key unique per mission."""
 
-    mission = models.ForeignKey("quests.Mission", on_delete=models.CASCADE, related_name="operations")
+    # Not indexed alone: the (mission, id) index serves every lookup by mission.
+    mission = models.ForeignKey("quests.Mission", on_delete=models.CASCADE, related_name="operations", db_index=False)
     run = models.ForeignKey("quests.Run", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     key = models.CharField(max_length=200)
     request_hash = models.CharField(max_length=64)
@@ -197,6 +200,11 @@ class Operation(Lifecycle):
         app_label = "quests"
         db_table = "checkpoints_operation"
         constraints = [models.UniqueConstraint(fields=["mission", "key"], name="operation_key_unique_per_mission")]
+        indexes = [
+            # A change reads the ledger chunk holding its operation (a range of ids within the
+            # mission): along this index it visits the chunk only, however long the ledger.
+            models.Index(fields=["mission", "id"], name="operation_by_mission_and_id"),
+        ]
         ordering = ["id"]
 
     def __str__(self) -> str:

@@ -150,12 +150,13 @@ def maps_collect_garbage() -> int:
                 DELETE FROM checkpoints_refmap map
                  WHERE NOT EXISTS (SELECT 1 FROM checkpoints_checkpoint c WHERE c.state_map_id = map.sha256)
                    AND NOT EXISTS (SELECT 1 FROM checkpoints_checkpoint c WHERE c.agent_map_id = map.sha256)
+                   AND NOT EXISTS (SELECT 1 FROM checkpoints_checkpoint c WHERE c.report_id = map.sha256)
                 """
             )
             return cursor.rowcount
     named: set[str] = set()
-    for state_map, agent_map in Checkpoint.objects.values_list("state_map_id", "agent_map_id").iterator(chunk_size=2000):
-        named.update((state_map, agent_map))
+    for state_map, agent_map, report in Checkpoint.objects.values_list("state_map_id", "agent_map_id", "report_id").iterator(chunk_size=2000):
+        named.update((state_map, agent_map, report))
     unnamed = sorted(set(RefMap.objects.values_list("sha256", flat=True)) - named)
     deleted = 0
     for i in range(0, len(unnamed), DELETE_BATCH):
@@ -181,7 +182,8 @@ def referenced_by_checkpoints(hashes: set[str]) -> set[str]:
             return {row[0] for row in cursor.fetchall()}
     found: set[str] = set()
     for refs in RefMap.objects.values_list("refs", flat=True).iterator(chunk_size=2000):
-        found.update(hashes.intersection(refs.values()))
+        # (A compaction report is a shared map too: its values are no blob references.)
+        found.update(hashes.intersection(value for value in refs.values() if isinstance(value, str)))
     for delta in Checkpoint.objects.values_list("agent_delta", flat=True).iterator(chunk_size=2000):
         found.update(hashes.intersection(delta.values()))
     return found

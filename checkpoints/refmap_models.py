@@ -37,6 +37,10 @@ class CheckpointQuerySet(models.QuerySet):
         `agent_state_refs` then cost nothing more)."""
         return self.select_related("state_map", "agent_map")
 
+    def with_report(self) -> "CheckpointQuerySet":
+        """Checkpoints with their compaction report read in the same query."""
+        return self.select_related("report")
+
     def bulk_create(
         self,
         objs: Iterable[Any],
@@ -68,6 +72,8 @@ class SharedRefs:
     agent_map: RefMap
     agent_map_id: str
     agent_delta: dict[str, str | None]
+    report: RefMap | None
+    report_id: str | None
 
     def save(self, *args: Any, **kwargs: Any) -> None:
         RefMap.store(self.maps_to_store())
@@ -105,6 +111,20 @@ class SharedRefs:
         self.agent_map_id, self.agent_delta = layout.base, dict(layout.delta)
         self.__dict__["_agent_state_refs"] = dict(layout.refs)
         self.__dict__.setdefault("_maps_to_store", {}).update(layout.new_maps)
+
+    @property
+    def compaction_report(self) -> dict[str, Any]:
+        """The checkpoint's compaction report, stored once however many checkpoints repeat it."""
+        if "_compaction_report" not in self.__dict__:
+            self.__dict__["_compaction_report"] = dict(self.report.refs) if self.report_id and self.report else {}
+        return self.__dict__["_compaction_report"]
+
+    @compaction_report.setter
+    def compaction_report(self, report: dict[str, Any]) -> None:
+        self.report_id = refmaps.map_sha(report) if report else None
+        self.__dict__["_compaction_report"] = dict(report)
+        if self.report_id:
+            self.__dict__.setdefault("_maps_to_store", {})[self.report_id] = dict(report)
 
     def maps_to_store(self) -> dict[str, dict[str, str]]:
         """The maps this (unsaved) checkpoint was given and that may not be stored yet (a

@@ -5,8 +5,6 @@ map refers to and deletes a map with the last checkpoint that names it; the migr
 existing checkpoints' maps keeps their hashes valid. Runs on PostgreSQL and on SQLite."""
 
 import pytest
-from django.db import connection
-from django.db.migrations.executor import MigrationExecutor
 
 from checkpoints import pruning, refmaps
 from checkpoints.models import Blob, Checkpoint, RefMap
@@ -14,6 +12,7 @@ from checkpoints.services import checkpoint_documents, checkpoint_write, documen
 from quests.models import Mission
 from quests.services.audit import Actor
 from quests.services.missions import mission_create
+from tests import migrating
 
 pytestmark = pytest.mark.django_db
 STATE = {f"k{i}": {"text": "x" * 100, "n": i} for i in range(8)}
@@ -128,14 +127,11 @@ def test_a_map_no_checkpoint_names_is_collected_with_its_checkpoint(quest):
 # ---- the migration -----------------------------------------------------------------------------------------
 
 BEFORE = [("checkpoints", "0008_checkpoint_branch_points")]
-AFTER = [("checkpoints", "0010_checkpoint_refs_only_in_maps")]
 
 
 @pytest.mark.django_db(transaction=True)
 def test_the_migration_moves_existing_maps_out_of_the_rows_and_keeps_every_hash_valid():
-    executor = MigrationExecutor(connection)
-    executor.migrate(BEFORE)
-    old = executor.loader.project_state(BEFORE).apps
+    old = migrating.migrate_back(BEFORE)
     owner = old.get_model("auth", "User").objects.create(username="before-maps")
     mission = old.get_model("quests", "Mission").objects.create(owner=owner, title="Old", objective="o")
     OldCheckpoint = old.get_model("checkpoints", "Checkpoint")
@@ -163,9 +159,7 @@ def test_the_migration_moves_existing_maps_out_of_the_rows_and_keeps_every_hash_
         )
         histories.append((parent.pk, dict(state), dict(agent), parent.hash))
 
-    executor = MigrationExecutor(connection)
-    executor.loader.build_graph()
-    executor.migrate(AFTER)
+    migrating.migrate_forward()  # through 0009, which moves the maps
 
     for pk, state_refs, agent_refs, digest in histories:
         checkpoint = Checkpoint.objects.with_refs().get(pk=pk)

@@ -131,7 +131,7 @@ def checkpoint_write(
         "record_watermark": row.record_watermark,
         "size_bytes": row.size_bytes,
         "agent_state_bytes": row.agent_state_bytes,
-        "compaction_report": runner.json_text(row.compaction_report),
+        "report_id": refmaps.map_sha(row.compaction_report) if row.compaction_report else None,
         "mission_state_refs": runner.json_text(row.mission_state_refs),
         "mission_state_report": runner.json_text(row.mission_state_report),
         "key": key.key if key else None,
@@ -143,7 +143,9 @@ def checkpoint_write(
     media = {**{sha: "application/json" for sha in row.blobs}, **{sha: "text/plain" for sha in archived}}
     contents = {**row.blobs, **archived}
     previews = row.archived_previews
-    maps = {params["state_map_id"]: row.state_refs, **row.agent_layout.new_maps}
+    maps: dict[str, dict[str, Any]] = {params["state_map_id"]: row.state_refs, **row.agent_layout.new_maps}
+    if params["report_id"]:  # the compaction report is a shared map too
+        maps[params["report_id"]] = row.compaction_report
     if runner.is_postgresql():
         shas = list(contents)
         claimed = (

@@ -9,7 +9,7 @@ from quests.models import Mission
 
 # Fields a checkpoint list needs not; the state references (shared maps, and the agent delta) stay
 # unread until a checkpoint page opens.
-HEAVY_CHECKPOINT_FIELDS = ("checkpoint__agent_delta", "checkpoint__compaction_report")
+HEAVY_CHECKPOINT_FIELDS = ("checkpoint__agent_delta",)
 
 
 def mission_matches(q: str) -> Q:

@@ -415,9 +415,9 @@ def _write(
         size_bytes=row.size_bytes,
         agent_state_bytes=agent_size,
         new_bytes=written.new_bytes,
-        compaction_report=compaction_report,
     )
     checkpoint.state_refs, checkpoint.agent_layout = refs, agent_layout  # known: nothing to read again
+    checkpoint.compaction_report = compaction_report
     checkpoint.maps_to_store()  # stored by the write
     checkpoint._state.adding, checkpoint._state.db = False, DEFAULT_DB_ALIAS
     if beat and run:

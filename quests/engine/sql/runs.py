@@ -88,7 +88,7 @@ WITH {claim}, beat AS (
     INSERT INTO checkpoints_checkpoint (
         id, created_at, retention_class, retention_approved_at, expires_at, mission_id, run_id, parent_id, seq, trigger,
         hash, verified, verified_at, note, state_map_id, agent_map_id, agent_delta, record_watermark, size_bytes,
-        agent_state_bytes, new_bytes, compaction_report)
+        agent_state_bytes, new_bytes, report_id)
     SELECT
         claimed.id, %(now)s, 'working', NULL, NULL, CAST(%(mission_id)s AS bigint), CAST(%(run_id)s AS bigint),
         CAST(%(parent_id)s AS bigint), CAST(%(seq)s AS integer), CAST(%(trigger)s AS text),
@@ -96,7 +96,7 @@ WITH {claim}, beat AS (
         CAST(%(agent_delta)s AS jsonb),
         CAST(%(record_watermark)s AS bigint), CAST(%(size_bytes)s AS bigint), CAST(%(agent_state_bytes)s AS bigint),
         (SELECT COALESCE(SUM(size_bytes), 0) FROM stored WHERE sha256 = ANY(CAST(%(counted)s AS text[]))),
-        CAST(%(compaction_report)s AS jsonb)
+        CAST(%(report_id)s AS text)
       FROM claimed
     RETURNING id, new_bytes
 ), remembered AS (
@@ -194,11 +194,11 @@ CHECKPOINT_WRITE_SQLITE = (
     """INSERT INTO checkpoints_checkpoint (
         created_at, retention_class, retention_approved_at, expires_at, mission_id, run_id, parent_id, seq, trigger,
         hash, verified, verified_at, note, state_map_id, agent_map_id, agent_delta, record_watermark, size_bytes,
-        agent_state_bytes, new_bytes, compaction_report)
+        agent_state_bytes, new_bytes, report_id)
        VALUES (
         %(now)s, 'working', NULL, NULL, %(mission_id)s, %(run_id)s, %(parent_id)s, %(seq)s, %(trigger)s,
         %(hash)s, FALSE, NULL, %(note)s, %(state_map_id)s, %(agent_map_id)s, %(agent_delta)s, %(record_watermark)s, %(size_bytes)s,
-        %(agent_state_bytes)s, %(new_bytes)s, %(compaction_report)s)
+        %(agent_state_bytes)s, %(new_bytes)s, %(report_id)s)
        RETURNING id, new_bytes""",
     """INSERT INTO quests_idempotentrequest (owner_id, scope, key, request_hash, object_id, created_at)
        VALUES (%(key_owner_id)s, %(key_scope)s, %(key)s, %(request_hash)s, %(checkpoint_id)s, %(now)s)""",

@@ -193,7 +193,7 @@ def graph_copy_thread(*, actor: Actor, source_thread_id: str, target_thread_id: 
                 agent_delta=original.agent_delta,
                 size_bytes=original.size_bytes,
                 agent_state_bytes=original.agent_state_bytes,
-                compaction_report=original.compaction_report,
+                report_id=original.report_id,
             )
             seq += 1
             mapping[row.pk] = GraphCheckpoint.objects.create(
