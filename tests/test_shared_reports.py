@@ -1,4 +1,4 @@
-"""Compaction reports are shared maps (checkpoints 0012/0013): a checkpoint names its report, the
+"""Compaction reports are shared maps (quests 0012/0013): a checkpoint names its report, the
 readers see it as before, checkpoints that repeat a report share one row, and the migration moves
 the reports of existing checkpoints out of their rows with every hash still valid."""
 
@@ -12,7 +12,7 @@ from quests.services.audit import Actor
 from quests.services.missions import mission_create
 from tests import migrating
 
-BEFORE = [("checkpoints", "0011_operations_by_mission_and_id")]
+BEFORE = [("quests", "0011_operations_by_mission_and_id")]
 
 
 @pytest.mark.django_db
@@ -35,8 +35,8 @@ def test_the_migration_moves_existing_reports_out_of_the_rows_and_keeps_every_ha
     old = migrating.migrate_back(BEFORE)
     owner = old.get_model("auth", "User").objects.create(username="before-reports")
     mission = old.get_model("quests", "Mission").objects.create(owner=owner, title="Old", objective="o")
-    OldCheckpoint = old.get_model("checkpoints", "Checkpoint")
-    OldRefMap = old.get_model("checkpoints", "RefMap")
+    OldCheckpoint = old.get_model("quests", "Checkpoint")
+    OldRefMap = old.get_model("quests", "RefMap")
     state, agent = {"mission": "a" * 64}, {"k": "b" * 64}
     OldRefMap.objects.create(sha256=refmaps.map_sha(state), refs=state)
     OldRefMap.objects.create(sha256=refmaps.map_sha(agent), refs=agent)

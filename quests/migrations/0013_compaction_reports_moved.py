@@ -11,8 +11,8 @@ BATCH = 1000
 
 
 def reports_out_of_rows(apps, schema_editor):
-    Checkpoint = apps.get_model("checkpoints", "Checkpoint")
-    RefMap = apps.get_model("checkpoints", "RefMap")
+    Checkpoint = apps.get_model("quests", "Checkpoint")
+    RefMap = apps.get_model("quests", "RefMap")
     ids = list(Checkpoint.objects.order_by("pk").values_list("pk", flat=True))
     for i in range(0, len(ids), BATCH):
         maps: dict[str, dict] = {}
@@ -28,7 +28,7 @@ def reports_out_of_rows(apps, schema_editor):
 
 
 def reports_into_rows(apps, schema_editor):
-    Checkpoint = apps.get_model("checkpoints", "Checkpoint")
+    Checkpoint = apps.get_model("quests", "Checkpoint")
     ids = list(Checkpoint.objects.filter(report__isnull=False).values_list("pk", flat=True))
     for i in range(0, len(ids), BATCH):
         changed = []
@@ -42,7 +42,7 @@ class Migration(migrations.Migration):
     atomic = False
 
     dependencies = [
-        ("checkpoints", "0012_compaction_reports_shared"),
+        ("quests", "0012_compaction_reports_shared"),
     ]
 
     operations = [

@@ -8,7 +8,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("checkpoints", "0011_operations_by_mission_and_id"),
+        ("quests", "0011_operations_by_mission_and_id"),
     ]
 
     operations = [
@@ -22,7 +22,7 @@ class Migration(migrations.Migration):
                 null=True,
                 on_delete=django.db.models.deletion.DO_NOTHING,
                 related_name="+",
-                to="checkpoints.refmap",
+                to="quests.refmap",
             ),
         ),
     ]

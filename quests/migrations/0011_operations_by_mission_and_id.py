@@ -9,7 +9,8 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("checkpoints", "0010_checkpoint_refs_only_in_maps"),
+        ("quests", "0010_checkpoints_tables_join_quests"),
+        ("checkpoints", "0014_tables_move_to_quests"),
     ]
 
     operations = [
