@@ -343,6 +343,7 @@ def test_a_mission_create_is_one_statement_and_its_save_state_another_whatever_i
         assert len(engine_statements(captured)) == 3, engine_statements(captured)
 
 
+@pytest.mark.long
 @pytest.mark.skipif(os.environ.get("QUESTLOG_ENGINE_ON_SQLITE") == "1", reason="already on SQLite")
 def test_the_same_engine_tests_pass_on_sqlite(tmp_path):
     env = {**os.environ, "DATABASE_URL": f"sqlite:///{tmp_path / 'engine.sqlite3'}", "QUESTLOG_ENGINE_ON_SQLITE": "1"}

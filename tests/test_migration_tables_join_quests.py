@@ -25,6 +25,7 @@ def _foreign_keys(table: str) -> set[tuple[str, str, str]]:
     return {(c["columns"][0], *c["foreign_key"]) for c in constraints.values() if c["foreign_key"]}
 
 
+@pytest.mark.long
 @pytest.mark.django_db(transaction=True)
 def test_the_checkpoint_tables_join_quests_with_their_rows_keys_and_content_types():
     executor = MigrationExecutor(connection)

@@ -201,6 +201,7 @@ class AuditMachine(RuleBasedStateMachine):
                 assert machine.state_of(row) == latest.to_state, (entity, row.pk, machine.state_of(row), latest.action, latest.to_state)
 
 
+@pytest.mark.long
 def test_no_status_changes_without_its_audit_event():
     run_state_machine_as_test(
         AuditMachine,

@@ -153,6 +153,7 @@ class World:
                 missions.mission_restore(actor=self.person, mission_id=mission_id, checkpoint_id=checkpoints[n % len(checkpoints)].pk)
 
 
+@pytest.mark.long
 @given(actions=ACTIONS)
 @hsettings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 def test_the_current_document_is_always_the_full_rebuild(alice, actions):

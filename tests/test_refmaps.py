@@ -129,6 +129,7 @@ def test_a_map_no_checkpoint_names_is_collected_with_its_checkpoint(quest):
 BEFORE = [("checkpoints", "0008_checkpoint_branch_points")]
 
 
+@pytest.mark.long
 @pytest.mark.django_db(transaction=True)
 def test_the_migration_moves_existing_maps_out_of_the_rows_and_keeps_every_hash_valid():
     old = migrating.migrate_back(BEFORE)

@@ -30,6 +30,7 @@ def test_checkpoints_that_repeat_a_report_share_one_row_and_read_it_as_before(al
     assert Checkpoint.objects.get(pk=head.pk).compaction_report == head.compaction_report  # unjoined, as before
 
 
+@pytest.mark.long
 @pytest.mark.django_db(transaction=True)
 def test_the_migration_moves_existing_reports_out_of_the_rows_and_keeps_every_hash_valid():
     old = migrating.migrate_back(BEFORE)

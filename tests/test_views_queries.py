@@ -52,6 +52,7 @@ def many_missions(user, count: int) -> None:
             runs.run_stop(actor=agent, run_id=run.pk, reason="blocked_external", detail="CRM down")
 
 
+@pytest.mark.long
 def test_board_inbox_and_mission_page_make_the_same_queries_for_1_and_200_missions(client, alice, django_assert_max_num_queries):
     """Building 200 quests through the services is slow, so one test measures every page on them."""
     client.force_login(alice)
@@ -75,6 +76,7 @@ def test_board_inbox_and_mission_page_make_the_same_queries_for_1_and_200_missio
     assert {url: queries(client, url) for url in pages} == one
 
 
+@pytest.mark.long
 def test_the_mission_page_makes_the_same_queries_for_1_and_200_milestones_and_checkpoints(client, alice, django_assert_max_num_queries):
     agent = agent_for(alice)
     mission, run = running(alice, agent=agent)
