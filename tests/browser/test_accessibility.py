@@ -474,6 +474,7 @@ def world(page, open_page, login, alice, django_user_model) -> World:
 
 @pytest.mark.browser
 @pytest.mark.django_db(transaction=True)
+@pytest.mark.long
 @pytest.mark.parametrize("scan", SCANS, ids=lambda scan: scan.id)
 def test_the_page_has_no_accessibility_violation(world, scan):
     scan.state(world)
