@@ -211,10 +211,13 @@ def test_the_langgraph_latest_tuple_is_the_same_as_the_listing(agent):
     assert agent.get("langgraph/checkpoints?thread_id=no-such-thread&checkpoint_ns=&limit=1").json()["items"] == []
 
 
-@pytest.mark.skipif(
+counted_on_postgresql = pytest.mark.skipif(
     connection.vendor != "postgresql",
     reason="round trips are counted on PostgreSQL only: on SQLite the engine runs each call as its steps, by design (the SQLite run checks the results)",
 )
+
+
+@counted_on_postgresql
 def test_the_resume_bundle_and_get_tuple_are_one_statement_each(agent, run):
     agent.post(f"runs/{run['id']}/checkpoints", {"agent_state": STATE})
     with CaptureQueriesContext(connection) as captured:
@@ -225,10 +228,7 @@ def test_the_resume_bundle_and_get_tuple_are_one_statement_each(agent, run):
     assert len(engine_statements(captured)) == 1, engine_statements(captured)
 
 
-@pytest.mark.skipif(
-    connection.vendor != "postgresql",
-    reason="round trips are counted on PostgreSQL only: on SQLite the engine runs each call as its steps, by design (the SQLite run checks the results)",
-)
+@counted_on_postgresql
 def test_each_hot_write_is_one_statement_after_its_lock(agent, run):
     """Checkpoint: the read (which authenticates the token too), then the write, and nothing else:
     no BEGIN, no COMMIT. Heartbeat: one statement."""
@@ -312,10 +312,7 @@ def test_an_operation_of_a_mission_the_caller_cannot_see_is_not_found(agent, run
     assert other.post(f"runs/{run['id']}/operations", {"key": "op-2", "kind": "mail", "target": "a@b", "request": {}}).status_code == 404
 
 
-@pytest.mark.skipif(
-    connection.vendor != "postgresql",
-    reason="round trips are counted on PostgreSQL only: on SQLite the engine runs each call as its steps, by design (the SQLite run checks the results)",
-)
+@counted_on_postgresql
 def test_each_operation_call_is_its_lock_and_one_write(agent, run):
     """Plan, attempt, complete, observe, fail: the lock (with the ledger chunk), then the write."""
     with CaptureQueriesContext(connection) as captured:
@@ -327,10 +324,7 @@ def test_each_operation_call_is_its_lock_and_one_write(agent, run):
         assert len(engine_statements(captured)) == 2, (action, engine_statements(captured))
 
 
-@pytest.mark.skipif(
-    connection.vendor != "postgresql",
-    reason="round trips are counted on PostgreSQL only: on SQLite the engine runs each call as its steps, by design (the SQLite run checks the results)",
-)
+@counted_on_postgresql
 def test_a_mission_create_is_one_statement_and_its_save_state_another_whatever_its_constraints(agent):
     """The create (with the key's lookup), then the save state with the snapshot request (the
     request is marked published after commit, which a test's transaction never reaches), then
@@ -344,7 +338,10 @@ def test_a_mission_create_is_one_statement_and_its_save_state_another_whatever_i
 
 
 @pytest.mark.long
-@pytest.mark.skipif(os.environ.get("QUESTLOG_ENGINE_ON_SQLITE") == "1", reason="already on SQLite")
+@pytest.mark.skipif(
+    os.environ.get("QUESTLOG_ENGINE_ON_SQLITE") == "1",
+    reason="this test is the SQLite rerun's own starter: inside that rerun it would start the rerun again",
+)
 def test_the_same_engine_tests_pass_on_sqlite(tmp_path):
     env = {**os.environ, "DATABASE_URL": f"sqlite:///{tmp_path / 'engine.sqlite3'}", "QUESTLOG_ENGINE_ON_SQLITE": "1"}
     done = subprocess.run(

@@ -28,9 +28,7 @@ def _foreign_keys(table: str) -> set[tuple[str, str, str]]:
 @pytest.mark.long
 @pytest.mark.django_db(transaction=True)
 def test_the_checkpoint_tables_join_quests_with_their_rows_keys_and_content_types():
-    executor = MigrationExecutor(connection)
-    executor.migrate(BEFORE)
-    old = executor.loader.project_state(BEFORE).apps
+    old = migrating.migrate_back(BEFORE)
     assert "checkpoint" in old.all_models["checkpoints"] and "checkpoint" not in old.all_models["quests"]
     owner = old.get_model("auth", "User").objects.create(username="before-the-move")
     mission = old.get_model("quests", "Mission").objects.create(owner=owner, title="Old", objective="o")
@@ -82,5 +80,4 @@ def test_the_checkpoint_tables_join_quests_with_their_rows_keys_and_content_type
         assert User.objects.get(pk=staff.pk).has_perm("quests.view_checkpoint")
         assert Permission.objects.get(pk=view_checkpoint.pk).content_type.app_label == "quests"
     finally:
-        executor = MigrationExecutor(connection)
-        executor.migrate(executor.loader.graph.leaf_nodes())
+        migrating.migrate_forward()

@@ -1,4 +1,4 @@
-# Over 400 lines: the current document (kept, applied, checkpointed) is one concern whose parts share its report; the ledger chunks and the checkpoint write (with the reference-map layout) split out next, after the engine settled this stop.
+# Over 400 lines, kept whole: keeping the current document, applying sections and writing it as a checkpoint share this module's private parts (the report, the current document, the agent side, the mission's unstored parts); a split would make them public to three modules. The ledger chunks and the checkpoint write are the cut when it is made.
 """A mission's save state: its state document, kept current section by section, and written as
 checkpoints.
 
