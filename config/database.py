@@ -5,7 +5,8 @@ PostgreSQL connections are expensive to open (a new backend process, authenticat
 round trips): opening one per request measured at half the throughput of reusing them. So every
 process keeps its connections, either as Django's persistent connections (one per thread, closed
 after QUESTLOG_DB_CONN_MAX_AGE seconds or when a health check at the start of a request or task
-finds it broken) or, when QUESTLOG_DB_POOL_SIZE > 0, as a psycopg pool per process that the threads
+finds it broken; a connection that answered less than QUESTLOG_DB_HEALTH_CHECK_WINDOW seconds ago
+skips the check, see config/postgresql/base.py) or, when QUESTLOG_DB_POOL_SIZE > 0, as a psycopg pool per process that the threads
 share (the pool checks a connection before handing it out).
 
 Every request has a deadline (issue 24): a statement that runs longer than
@@ -25,6 +26,7 @@ connections with health checks (see config/celery.py).
 import sys
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any, cast
 
 import dj_database_url
 
@@ -32,6 +34,11 @@ import dj_database_url
 def env_int(environ: Mapping[str, str], name: str, default: int) -> int:
     value = environ.get(name)
     return int(value) if value not in (None, "") else default
+
+
+def env_float(environ: Mapping[str, str], name: str, default: float) -> float:
+    value = environ.get(name)
+    return float(value) if value not in (None, "") else default
 
 
 def is_celery_process(argv: list[str]) -> bool:
@@ -62,6 +69,8 @@ def database_settings(environ: Mapping[str, str], default_url: str, *, may_pool:
         }
         return config
     config.setdefault("TEST", {})
+    # Django's backend, with a health check that a connection in steady use skips (config/postgresql).
+    config["ENGINE"] = "config.postgresql"
     statement_timeout = env_int(environ, "QUESTLOG_DB_STATEMENT_TIMEOUT", 10)
     if deadline and statement_timeout > 0:
         options = config.setdefault("OPTIONS", {})
@@ -89,6 +98,8 @@ def database_settings(environ: Mapping[str, str], default_url: str, *, may_pool:
     else:
         config["CONN_MAX_AGE"] = env_int(environ, "QUESTLOG_DB_CONN_MAX_AGE", 300)
         config["CONN_HEALTH_CHECKS"] = True
+        # A key of ours (config/postgresql/base.py), which dj_database_url's type does not declare.
+        cast(dict[str, Any], config)["HEALTH_CHECK_WINDOW"] = env_float(environ, "QUESTLOG_DB_HEALTH_CHECK_WINDOW", 0.5)
     return config
 
 
