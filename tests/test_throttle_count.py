@@ -119,3 +119,15 @@ def test_any_other_cache_counts_with_incr_and_add(settings):
     cache.clear()
     assert [count(caches["default"], "window", 60) for _ in range(3)] == [1, 2, 3]
     cache.clear()
+
+
+def test_the_database_cache_table_is_unlogged_on_postgresql(database_cache):
+    """Counts skip the write-ahead log (quests/management/commands/createcachetable.py); made again,
+    the table stays so."""
+    if connection.vendor != "postgresql":
+        pytest.skip("UNLOGGED is PostgreSQL's")
+    call_command("createcachetable")
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT relpersistence FROM pg_class WHERE oid = to_regclass(%s)", [django_settings.CACHES["default"]["LOCATION"]])
+        assert cursor.fetchone() == ("u",)
+    assert count(database_cache, "unlogged", 60) == 1
