@@ -2,9 +2,11 @@
 bench_vs_langgraph.py calls it), timed (p50 of N calls), its statements captured, and profiled
 with cProfile (top functions by own and cumulative time).
 
-    BENCH_DATABASE_URL=… .venv/bin/python bench/profile_checkpoint.py [N] [--saver]
+    BENCH_DATABASE_URL=… .venv/bin/python bench/profile_checkpoint.py [N] [--saver | --api]
 
-`--saver` profiles the LangGraph put endpoint's service (`saves.graph_put`) instead."""
+`--saver` profiles the LangGraph put endpoint's service (`saves.graph_put`) instead; `--api`
+profiles the whole request as gunicorn hands it to Django (the WSGI handler called with an
+environ, an agent token and the JSON body: every middleware, the endpoint and the service)."""
 
 import cProfile
 import os
@@ -27,6 +29,7 @@ from quests.services import missions, records, runs  # noqa: E402
 
 N = int(next((a for a in sys.argv[1:] if a.isdigit()), "300"))
 SAVER = "--saver" in sys.argv
+API = "--api" in sys.argv
 
 
 def main() -> None:
@@ -38,7 +41,12 @@ def main() -> None:
     mission, _ = missions.mission_create(actor=actor, title="profile", objective="Profile the checkpoint.")
     run, _ = runs.run_start(actor=actor, mission_id=mission.pk, agent="bench")
     state = common.AgentState(keys=20, key_bytes=500, seed=1)
-    call = saver_call(actor) if SAVER else (lambda s: records.checkpoint_create(actor=actor, run_id=run.pk, agent_state=s, note="", key=uuid.uuid4().hex))
+    if SAVER:
+        call = saver_call(actor)
+    elif API:
+        call = api_call(actor, run.pk)
+    else:
+        call = lambda s: records.checkpoint_create(actor=actor, run_id=run.pk, agent_state=s, note="", key=uuid.uuid4().hex)  # noqa: E731
     for _ in range(50):
         call(state.next()[0])
     took, cpu = [], []
@@ -65,6 +73,50 @@ def main() -> None:
     stats.sort_stats("tottime").print_stats(25)
     stats.sort_stats("cumulative").print_stats(45)
     common.remove_bench_data()
+
+
+def api_call(actor, run_id: int):
+    """POST /api/v1/runs/{id}/checkpoints through Django's WSGI handler, as a gunicorn worker calls it."""
+    import io
+    import json
+
+    from django.core.handlers.wsgi import WSGIHandler
+
+    from quests.services.tokens import token_create
+
+    _, raw = token_create(user=actor.user, name=f"profile-{uuid.uuid4().hex[:6]}")
+    handler = WSGIHandler()
+    path = f"/api/v1/runs/{run_id}/checkpoints"
+
+    def call(state):
+        body = json.dumps({"agent_state": state, "key": uuid.uuid4().hex}).encode()
+        environ = {
+            "REQUEST_METHOD": "POST",
+            "PATH_INFO": path,
+            "SCRIPT_NAME": "",
+            "QUERY_STRING": "",
+            "SERVER_NAME": "localhost",
+            "SERVER_PORT": "8000",
+            "SERVER_PROTOCOL": "HTTP/1.1",
+            "HTTP_HOST": "localhost:8000",
+            "HTTP_AUTHORIZATION": f"Bearer {raw}",
+            "CONTENT_TYPE": "application/json",
+            "CONTENT_LENGTH": str(len(body)),
+            "REMOTE_ADDR": "127.0.0.1",
+            "wsgi.input": io.BytesIO(body),
+            "wsgi.url_scheme": "http",
+            "wsgi.errors": sys.stderr,
+            "wsgi.multithread": True,
+            "wsgi.multiprocess": True,
+            "wsgi.run_once": False,
+        }
+        statuses = []
+        response = handler(environ, lambda status, headers, exc_info=None: statuses.append(status))
+        b"".join(response)
+        response.close()
+        assert statuses[0].startswith("201"), statuses
+
+    return call
 
 
 def saver_call(actor):

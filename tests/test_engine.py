@@ -149,6 +149,30 @@ def test_a_heartbeat_beats_a_live_run_only(agent, run):
     assert agent.post(f"runs/{run['id']}/heartbeat").status_code == 409
 
 
+def test_an_agent_token_is_read_with_its_user_as_the_orm_reads_them(alice):
+    from django.contrib.auth import get_user_model
+
+    from quests.engine import reads
+    from quests.engine.sql import runs as runs_sql
+    from quests.models import AgentToken
+    from quests.services.tokens import hash_token, token_create, token_revoke
+
+    # The statement's columns are each model's, in field order: a field added to either fails here.
+    for columns, model in ((runs_sql.TOKEN_COLUMNS, AgentToken), (runs_sql.USER_COLUMNS, get_user_model())):
+        assert [c.strip().split(".")[1] for c in columns.split(",")] == [f.column for f in model._meta.concrete_fields]
+    token, raw = token_create(user=alice, name="engine read")
+    read = reads.agent_token(hash_token(raw))
+    expected = AgentToken.objects.select_related("user").get(pk=token.pk)
+    assert read is not None
+    assert [getattr(read, f.attname) for f in AgentToken._meta.concrete_fields] == [getattr(expected, f.attname) for f in AgentToken._meta.concrete_fields]
+    assert [getattr(read.user, f.attname) for f in get_user_model()._meta.concrete_fields] == [
+        getattr(expected.user, f.attname) for f in get_user_model()._meta.concrete_fields
+    ]
+    assert reads.agent_token(hash_token(raw + "x")) is None
+    token_revoke(user=alice, token_id=token.pk)
+    assert reads.agent_token(hash_token(raw)) is None
+
+
 def test_the_resume_bundle_is_one_read_of_every_section(agent, run, alice):
     """The engine's resume bundle: each section's rows as the answer shows them, the head's agent
     state whole, the ledger grouped, the memory and standing decisions, on either database."""

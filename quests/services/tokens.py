@@ -6,6 +6,7 @@ from datetime import datetime, timedelta
 
 from django.utils import timezone
 
+from quests.engine import reads
 from quests.models import AgentToken, Mission
 from quests.services.audit import Actor, audit
 from quests.services.errors import InvalidInput, NotFound
@@ -28,7 +29,9 @@ def token_create(*, user, name: str = "", mission: Mission | None = None) -> tup
 
 
 def token_authenticate(raw: str) -> AgentToken | None:
-    token = AgentToken.objects.select_related("user").filter(token_hash=hash_token(raw), revoked_at__isnull=True).first()
+    # Every agent request but the checkpoint starts here: the engine's prepared read, not a
+    # query the ORM compiles on each call.
+    token = reads.agent_token(hash_token(raw))
     if token is None or not token.user.is_active:
         return None
     if use_due(token.last_used_at):

@@ -120,6 +120,16 @@ CHECKPOINT_WRITE_PG = _CHECKPOINT_WRITE.format(
 )""",
 )
 
+# --- An agent token ---------------------------------------------------------------------------------
+# Every agent request but the checkpoint (which authenticates in its own first statement) starts
+# here: the token by its hash, not revoked, with its user, each in its model's field order.
+TOKEN_COLUMNS = "t.id, t.user_id, t.mission_id, t.name, t.token_hash, t.prefix, t.created_at, t.last_used_at, t.revoked_at"
+USER_COLUMNS = "u.id, u.password, u.last_login, u.is_superuser, u.username, u.first_name, u.last_name, u.email, u.is_staff, u.is_active, u.date_joined"
+AGENT_TOKEN = f"""
+SELECT {TOKEN_COLUMNS}, {USER_COLUMNS}
+  FROM quests_agenttoken t JOIN auth_user u ON u.id = t.user_id
+ WHERE t.token_hash = %(token_hash)s AND t.revoked_at IS NULL"""
+
 # --- The agent's checkpoint in two round trips -------------------------------------------------------
 # Round trip 1, in autocommit, locking nothing: who is calling (an agent token by its hash: valid,
 # not revoked, its user active, and the one mission it may be limited to; or a signed-in user as
