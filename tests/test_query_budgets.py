@@ -38,6 +38,10 @@ BUDGETS = {
     # authentication, the lock, the end (run, mission, audit events), the notification of a blocked
     # mission (its dedupe read, the owner's preference, the row, the webhooks), the head, the checkpoint
     "run_stop": 9,
+    # An approval's and a gated milestone's checkpoint refresh only the section their change
+    # touches, never every section (issue 20): the budgets are the counts at both sizes.
+    "approval_request": 21,
+    "milestone_claim": 19,
 }
 AGENT_STATE = {f"k{i:02d}": {"text": "x" * 480, "n": i} for i in range(20)}
 
@@ -180,6 +184,18 @@ def test_mission_create_costs_the_same_with_1_and_with_50_constraints(agent, dja
 def test_run_stop(working, django_assert_max_num_queries):
     agent, _, run_id = working
     within("run_stop", django_assert_max_num_queries, lambda: agent.post(f"runs/{run_id}/stop", {"reason": "blocked_external", "detail": "CRM down"}))
+
+
+def test_approval_request(working, django_assert_max_num_queries):
+    agent, _, run_id = working
+    body = {"action": "book the venue", "payload": {"deposit": 500}, "reason": "a deposit", "key": key()}
+    within("approval_request", django_assert_max_num_queries, lambda: agent.post(f"runs/{run_id}/approvals", body))
+
+
+def test_gated_milestone_claim(working, django_assert_max_num_queries):
+    agent, _, run_id = working
+    body = {"kind": "research_complete", "title": "Found three venues", "gate": True, "key": key()}
+    within("milestone_claim", django_assert_max_num_queries, lambda: agent.post(f"runs/{run_id}/milestones", body))
 
 
 def test_a_checkpoint_sends_only_the_parts_its_head_lacks(working, monkeypatch):

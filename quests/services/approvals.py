@@ -148,7 +148,7 @@ def _ask(actor: Actor, mission: Mission, run: Run | None, items: list[dict[str, 
 
 
 def _checkpoint(mission: Mission, run: Run | None, approvals: list[Approval], agent_state: dict[str, Any] | None) -> None:
-    checkpoint = take_checkpoint(mission, trigger="approval", run=run, agent_state=agent_state)
+    checkpoint = take_checkpoint(mission, trigger="approval", run=run, agent_state=agent_state, changed="approval")
     Approval.objects.filter(pk__in=[approval.pk for approval in approvals]).update(checkpoint=checkpoint)
     for approval in approvals:
         approval.checkpoint = checkpoint

@@ -54,7 +54,7 @@ def milestone_claim(
         notify.notify_milestone_claimed(mission, milestone)
         if gate:
             wait_for_the_person(mission, run, actor, f"Waiting for your review of “{title}”")
-        milestone.checkpoint = take_checkpoint(mission, trigger="milestone", run=run, agent_state=agent_state)
+        milestone.checkpoint = take_checkpoint(mission, trigger="milestone", run=run, agent_state=agent_state, changed="milestone.claimed")
         milestone.save(update_fields=["checkpoint"])
         idempotency.remember_keyed(keyed, mission=mission, object_id=milestone.pk)
         state_changed(mission, "milestone.claimed")

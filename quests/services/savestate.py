@@ -258,20 +258,26 @@ def take_checkpoint(
     beat: bool = False,
     key: writes.Key | None = None,
     head_layout: refmaps.AgentLayout | None = None,
+    changed: str | None = None,
 ) -> Checkpoint:
     """Write a checkpoint of the mission (whose row the caller holds locked) and move its head.
 
     The agent's checkpoints, background snapshots and stops copy the current document (a stop
     changes the mission row, which the `mission` section is made from when the checkpoint is
-    written, and ends pending items, whose sections `runs.pending_ended` refreshes). The system's
-    other checkpoints (an approval, a milestone, a restore) come after changes made by the
-    people-side services and rebuild every section (and recount the archive) first, so they never
-    depend on a section being refreshed. The write is the engine's one statement (`ckpts.checkpoint_write`),
+    written, and ends pending items, whose sections `runs.pending_ended` refreshes). An approval's
+    and a milestone's checkpoint follow the change they are named for (`changed`, a kind of
+    change of `checkpoints.sections.CHANGES`): the sections it touches are refreshed first, and
+    only they, as after any other change. A restore sets records aside: every section is read
+    again and the archive recounted. The write is the engine's one statement (`ckpts.checkpoint_write`),
     which also beats `run` (`beat`) and remembers the idempotency `key` that asked for it; the agent
     refs go as a delta on the head's base (`head_layout`: as read with the lock; else the head is read)."""
-    if trigger not in (Trigger.AGENT, Trigger.BACKGROUND, Trigger.STOP):
-        # A restore sets records aside, so the archive totals are counted again too.
+    if trigger == Trigger.RESTORE:
         sections_refresh(mission, recount=True)
+    elif trigger in (Trigger.APPROVAL, Trigger.MILESTONE):
+        if changed is None:
+            raise ValueError(f"A checkpoint of trigger {trigger!r} says what changed before it.")
+        if not ensure_current(mission):
+            sections_refresh(mission, sections.touched(changed))
     checkpoint = _write(
         mission,
         trigger=trigger,
