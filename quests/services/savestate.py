@@ -262,22 +262,16 @@ def take_checkpoint(
 ) -> Checkpoint:
     """Write a checkpoint of the mission (whose row the caller holds locked) and move its head.
 
-    The agent's checkpoints, background snapshots and stops copy the current document (a stop
-    changes the mission row, which the `mission` section is made from when the checkpoint is
-    written, and ends pending items, whose sections `runs.pending_ended` refreshes). An approval's
-    and a milestone's checkpoint follow the change they are named for (`changed`, a kind of
-    change of `checkpoints.sections.CHANGES`): the sections it touches are refreshed first, and
-    only they, as after any other change. A restore sets records aside: every section is read
-    again and the archive recounted. The write is the engine's one statement (`ckpts.checkpoint_write`),
-    which also beats `run` (`beat`) and remembers the idempotency `key` that asked for it; the agent
-    refs go as a delta on the head's base (`head_layout`: as read with the lock; else the head is read)."""
+    It copies the current document (a stop changes the mission row, which the `mission` section is
+    made from when the checkpoint is written). An approval's or a milestone's checkpoint names the
+    kind of change it follows (`changed`, of `checkpoints.sections.CHANGES`), whose sections are
+    refreshed first; a restore, which sets records aside, reads every section and recounts the
+    archive. The write is the engine's one statement (`ckpts.checkpoint_write`): it also beats `run`
+    (`beat`), remembers the idempotency `key`, and puts the agent refs on the head's base (`head_layout`)."""
     if trigger == Trigger.RESTORE:
         sections_refresh(mission, recount=True)
-    elif trigger in (Trigger.APPROVAL, Trigger.MILESTONE):
-        if changed is None:
-            raise ValueError(f"A checkpoint of trigger {trigger!r} says what changed before it.")
-        if not ensure_current(mission):
-            sections_refresh(mission, sections.touched(changed))
+    elif changed is not None and not ensure_current(mission):
+        sections_refresh(mission, sections.touched(changed))
     checkpoint = _write(
         mission,
         trigger=trigger,
