@@ -17,6 +17,7 @@ import pickle
 from collections.abc import Mapping
 from contextlib import nullcontext
 from datetime import timedelta
+from typing import Any
 
 from django.core.cache.backends.base import BaseCache
 from django.core.cache.backends.db import DatabaseCache
@@ -130,28 +131,38 @@ class CountingDatabaseCache(DatabaseCache):
 
         The count is kept as decimal text, not pickled as set() keeps values, so that the database
         adds to it itself: a counted key is read with count(), never with get()."""
-        key = self.make_and_validate_key(key)
         db = router.db_for_write(self.cache_model_class)
         connection = connections[db]
-        quote = connection.ops.quote_name
-        table, value, expires = quote(self._table), quote("value"), quote("expires")
-        # As incr() compares expiry times: to the second, without a time zone.
-        current = now().replace(microsecond=0, tzinfo=None)
-        adapt = connection.ops.adapt_datetimefield_value
-        live = f"{table}.{expires} > %s"
         # Inside a transaction (a test's, a caller's), a savepoint keeps a failed count (a key
         # set() pickled) from breaking it; outside one the statement commits by itself.
         guard = transaction.atomic(using=db) if connection.in_atomic_block else nullcontext()
         with guard, connection.cursor() as cursor:
-            cursor.execute(
-                f"INSERT INTO {table} ({quote('cache_key')}, {value}, {expires}) VALUES (%s, '1', %s) "
-                f"ON CONFLICT ({quote('cache_key')}) DO UPDATE SET "
-                f"{value} = CASE WHEN {live} THEN CAST(CAST({table}.{value} AS INTEGER) + 1 AS TEXT) ELSE '1' END, "
-                f"{expires} = CASE WHEN {live} THEN {table}.{expires} ELSE EXCLUDED.{expires} END "
-                f"RETURNING {value}",
-                [key, adapt(current + timedelta(seconds=timeout)), adapt(current), adapt(current)],
-            )
+            cursor.execute(self.count_statement(), self.count_params(key, timeout))
             return int(cursor.fetchone()[0])
+
+    def count_statement(self, row: str = "VALUES (%(count_key)s, '1', %(count_expires)s)") -> str:
+        """count()'s upsert, with named parameters (count_params): one more on a key, returning
+        the new count. `row` gives the row to insert when the key is new, in place of VALUES: a
+        statement of the caller's can count inside its own round trip with `SELECT %(count_key)s,
+        '1', %(count_expires)s FROM …` (the storage engine does, to count an agent's request in the
+        statement that authenticates its token)."""
+        quote = connections[router.db_for_write(self.cache_model_class)].ops.quote_name
+        table, value, expires = quote(self._table), quote("value"), quote("expires")
+        live = f"{table}.{expires} > %(count_now)s"
+        return (
+            f"INSERT INTO {table} ({quote('cache_key')}, {value}, {expires}) {row} "
+            f"ON CONFLICT ({quote('cache_key')}) DO UPDATE SET "
+            f"{value} = CASE WHEN {live} THEN CAST(CAST({table}.{value} AS INTEGER) + 1 AS TEXT) ELSE '1' END, "
+            f"{expires} = CASE WHEN {live} THEN {table}.{expires} ELSE EXCLUDED.{expires} END "
+            f"RETURNING {value}"
+        )
+
+    def count_params(self, key: str, timeout: int) -> dict[str, Any]:
+        connection = connections[router.db_for_write(self.cache_model_class)]
+        adapt = connection.ops.adapt_datetimefield_value
+        # As incr() compares expiry times: to the second, without a time zone.
+        current = now().replace(microsecond=0, tzinfo=None)
+        return {"count_key": self.make_and_validate_key(key), "count_expires": adapt(current + timedelta(seconds=timeout)), "count_now": adapt(current)}
 
 
 def count(cache: BaseCache, key: str, timeout: int) -> int:

@@ -131,3 +131,90 @@ def test_the_database_cache_table_is_unlogged_on_postgresql(database_cache):
         cursor.execute("SELECT relpersistence FROM pg_class WHERE oid = to_regclass(%s)", [django_settings.CACHES["default"]["LOCATION"]])
         assert cursor.fetchone() == ("u",)
     assert count(database_cache, "unlogged", 60) == 1
+
+
+# --- An agent's request counted by the statement that authenticates it ---------------------------
+# With the database's cache on PostgreSQL the count rides in the engine's authentication statement
+# (quests.engine: AGENT_TOKEN_COUNTED_PG, CHECKPOINT_READ_COUNTED_PG): no round trip of its own.
+
+WINDOW_START = 60 * 30_000_000
+
+
+@pytest.fixture
+def counted_rate(settings, database_cache, monkeypatch):
+    if connection.vendor != "postgresql":
+        pytest.skip("the count rides in the engine's statement on PostgreSQL")
+    from types import SimpleNamespace
+
+    from quests.services import throttle
+
+    monkeypatch.setattr(throttle, "time", SimpleNamespace(time=lambda: WINDOW_START + 45.0))
+    settings.QUESTLOG_API_RATE = 3
+    return 3
+
+
+def cache_statements(captured) -> list[str]:
+    return [q["sql"] for q in captured.captured_queries if "questlog_cache" in q["sql"]]
+
+
+def test_an_agents_request_is_counted_by_the_statement_that_authenticates_its_token(agent, run, counted_rate, settings):
+    path = f"runs/{run['id']}/heartbeat"
+    settings.QUESTLOG_API_RATE = 0
+    with CaptureQueriesContext(connection) as unlimited:
+        assert agent.post(path).status_code == 200
+    settings.QUESTLOG_API_RATE = counted_rate
+    with CaptureQueriesContext(connection) as counted:
+        assert agent.post(path).status_code == 200
+    assert len(counted) == len(unlimited)  # no statement of its own
+    (statement,) = cache_statements(counted)
+    assert "quests_agenttoken" in statement  # the authentication's own
+    for _ in range(counted_rate - 1):
+        assert agent.post(path).status_code == 200
+    refused = agent.post(path)
+    assert refused.status_code == 429 and refused["Retry-After"] == "15"
+
+
+def test_an_agents_checkpoint_is_counted_by_its_first_statement(agent, run, counted_rate):
+    path = f"runs/{run['id']}/checkpoints"
+    with CaptureQueriesContext(connection) as captured:
+        assert agent.post(path, {"agent_state": {"step": 0}, "key": "c-0"}).status_code == 201
+    (statement,) = cache_statements(captured)
+    assert "quests_agenttoken" in statement and "quests_run" in statement
+    for step in range(1, counted_rate):
+        assert agent.post(path, {"agent_state": {"step": step}, "key": f"c-{step}"}).status_code == 201
+    assert agent.post(path, {"agent_state": {"step": 9}, "key": "c-9"}).status_code == 429
+
+
+def test_receipts_counted_by_the_authentication_are_never_refused(agent, run, counted_rate):
+    op = agent.post(f"runs/{run['id']}/operations", {"key": "a", "kind": "email", "target": "x@example.com", "request": {}}).json()
+    assert agent.post(f"operations/{op['id']}/attempt").status_code == 200
+    while agent.get("missions").status_code != 429:
+        pass
+    assert agent.post(f"operations/{op['id']}/complete", {"external_id": "m1", "external_status": "sent"}).status_code == 200
+
+
+def test_a_token_that_is_not_valid_is_not_counted(counted_rate, client):
+    for path in ("missions", "runs/1/checkpoints"):
+        response = client.post(f"/api/v1/{path}", {"agent_state": {}}, content_type="application/json", HTTP_AUTHORIZATION="Bearer qlt_made_up")
+        assert response.status_code == 401
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM questlog_cache")
+        assert cursor.fetchone() == (0,)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_counts_taken_by_the_authentication_are_exact_under_concurrent_threads(alice, counted_rate):
+    from quests.services import throttle
+    from quests.services.tokens import hash_token, token_authenticate, token_create
+
+    _, raw = token_create(user=alice, name="busy")
+
+    def counted() -> int:
+        counting = throttle.api_counting(hash_token(raw))
+        assert counting is not None
+        assert token_authenticate(raw, count=counting) is not None
+        assert counting.value is not None
+        return counting.value
+
+    seen = counted_by_threads(counted)
+    assert sorted(seen) == list(range(1, 8 * 25 + 1))

@@ -7,9 +7,8 @@ from ninja.errors import AuthenticationError
 from ninja.security import HttpBearer, SessionAuth
 
 from quests.engine.writes import Credentials
-from quests.services import throttle
 from quests.services.audit import Actor
-from quests.services.tokens import hash_token, token_authenticate
+from quests.services.tokens import hash_token, token_request
 
 # An operation's receipts: counted against the token's rate but never refused (see throttle).
 _RECEIPT_PATH = re.compile(r"^/api/v1/operations/[^/]+/(complete|fail|observe)/?$")
@@ -38,13 +37,12 @@ class AgentTokenAuth(HttpBearer):
         return self.authenticate_now(request, token)
 
     def authenticate_now(self, request: HttpRequest, token: str):
-        agent_token = token_authenticate(token)
-        if agent_token is None:
-            return None
         # Counted once the token is known to be valid, so that made-up tokens fill no cache keys.
         # A person's session is not limited: a person clicks, and a session cannot be minted
         # without a password that the login throttle guards; an agent loops.
-        throttle.api_request_count(agent_token.token_hash, receipt=bool(_RECEIPT_PATH.match(request.path)))
+        agent_token = token_request(token, receipt=bool(_RECEIPT_PATH.match(request.path)))
+        if agent_token is None:
+            return None
         cast(ActorRequest, request).actor = Actor(user=agent_token.user, token=agent_token)
         return agent_token
 

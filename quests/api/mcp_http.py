@@ -22,10 +22,9 @@ from questlog_client.mcp.tools import build_server
 from quests import storable
 from quests.api import database_unavailable_response, error_response
 from quests.api.mcp_backend import backend_for_request, current_actor
-from quests.services import throttle
 from quests.services.audit import Actor
 from quests.services.errors import PayloadTooLarge, ServiceError
-from quests.services.tokens import token_authenticate
+from quests.services.tokens import token_request
 
 UNAUTHENTICATED = "Send a valid agent token (Authorization: Bearer …)."
 
@@ -45,10 +44,9 @@ def bearer_actor(request: HttpRequest) -> Actor | None:
     scheme, _, raw = request.headers.get("Authorization", "").partition(" ")
     if scheme.lower() != "bearer" or not raw.strip():
         return None
-    token = token_authenticate(raw.strip())
+    token = token_request(raw.strip(), receipt=is_receipt(request.body))  # the API's rate, per MCP request
     if token is None:
         return None
-    throttle.api_request_count(token.token_hash, receipt=is_receipt(request.body))  # the API's rate, per MCP request
     return Actor(user=token.user, token=token)
 
 

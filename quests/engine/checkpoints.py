@@ -12,7 +12,7 @@ from checkpoints import refmaps
 from checkpoints.pruning import BLOB_GC_LOCK
 from quests.engine import runner
 from quests.engine.sql import runs as runs_sql
-from quests.engine.writes import MISSION_WIDTH, RUN_WIDTH, Caller, Credentials, Key, Locked, locked_from_row
+from quests.engine.writes import MISSION_WIDTH, RUN_WIDTH, Caller, Count, Credentials, Key, Locked, locked_from_row
 from quests.models import AgentToken
 
 
@@ -42,10 +42,10 @@ class Seen:
     claim: Claim | None
 
 
-def checkpoint_read(who: Caller | Credentials, run_id: int, key: Key) -> Seen | None:
+def checkpoint_read(who: Caller | Credentials, run_id: int, key: Key, count: Count | None = None) -> Seen | None:
     """Round trip 1 of the agent's checkpoint: authenticate, read the run, its mission, the head's
     parts and the key's earlier answer, and allocate the checkpoint's id; None when the token is
-    not valid."""
+    not valid. With `count` (PostgreSQL) it also counts the request of a valid token (`count.value`)."""
     credentials = who if isinstance(who, Credentials) else None
     caller = who if isinstance(who, Caller) else Caller(user_id=0)
     params = {
@@ -56,7 +56,13 @@ def checkpoint_read(who: Caller | Credentials, run_id: int, key: Key) -> Seen | 
         "key": key.key,
         "key_suffix": key.suffix,
     }
-    rows = runner.fetch(runs_sql.CHECKPOINT_READ_PG if runner.is_postgresql() else runs_sql.CHECKPOINT_READ_SQLITE, params)
+    if count is not None:
+        rows = runner.fetch(count.statement(runs_sql.CHECKPOINT_READ_COUNTED_PG, runs_sql.COUNTED_CALLER_ROW_PG), {**params, **count.params})
+        if rows:
+            count.took(rows[0][-1])
+            rows = [rows[0][:-1]]
+    else:
+        rows = runner.fetch(runs_sql.CHECKPOINT_READ_PG if runner.is_postgresql() else runs_sql.CHECKPOINT_READ_SQLITE, params)
     if not rows:
         return None
     (user_id, token_id, token_mission_id, last_used_at), row = rows[0][:4], rows[0][4:]

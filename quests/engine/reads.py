@@ -13,6 +13,7 @@ from django.contrib.auth import get_user_model
 
 from quests.engine import runner
 from quests.engine.sql import bundle as bundle_sql, graph as graph_sql, runs as runs_sql
+from quests.engine.writes import Count
 from quests.models import AgentToken
 
 # The columns of the bundle's sections that hold a time, a JSON value or a boolean: PostgreSQL
@@ -23,10 +24,17 @@ _JSON = frozenset({"data", "request", "receipt", "payload", "decided_payload"})
 _BOOLEANS = frozenset({"verified", "resolved", "abandoned", "archived", "retryable", "gate", "withdrawn", "always"})
 
 
-def agent_token(token_hash: str) -> AgentToken | None:
+def agent_token(token_hash: str, count: Count | None = None) -> AgentToken | None:
     """The agent token with this hash, unless revoked, with its user (whether active is the
-    caller's to judge): what the ORM's select_related would read, as one prepared statement."""
-    rows = runner.fetch(runs_sql.AGENT_TOKEN, {"token_hash": token_hash})
+    caller's to judge): what the ORM's select_related would read, as one prepared statement.
+    With `count` the same statement counts the request of a valid token (`count.value`)."""
+    if count is None:
+        rows = runner.fetch(runs_sql.AGENT_TOKEN, {"token_hash": token_hash})
+    else:
+        rows = runner.fetch(count.statement(runs_sql.AGENT_TOKEN_COUNTED_PG, runs_sql.COUNTED_TOKEN_ROW_PG), {"token_hash": token_hash, **count.params})
+        if rows:
+            count.took(rows[0][-1])
+            rows = [rows[0][:-1]]
     if not rows:
         return None
     width = len(AgentToken._meta.concrete_fields)

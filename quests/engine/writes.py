@@ -1,11 +1,12 @@
-"""The engine's named operations on a run: who calls (`Caller`, `Credentials`), the idempotency
-`Key`, the lock of a run's mission, the heartbeat, a record, the save state after a change, and a
+"""The engine's named operations on a run: who calls (`Caller`, `Credentials`, and a `Count` its
+authentication takes along), the idempotency `Key`, the lock of a run's mission, the heartbeat, a record, the save state after a change, and a
 run's start. Each is one round trip on PostgreSQL; the caller holds Django's transaction
 (`transaction.atomic`). The agent's checkpoint is `quests.engine.checkpoints`."""
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import cache
 from typing import Any
 
 from checkpoints import refmaps
@@ -84,6 +85,29 @@ class Credentials:
     """An agent token as its bearer sent it, by its hash: the engine's first statement authenticates it."""
 
     token_hash: str
+
+
+@dataclass
+class Count:
+    """A count a statement takes along in its own round trip (a throttle's, in the database's
+    cache): `upsert(row)` is the cache's upsert of the row the statement gives, `params` its
+    parameters; once run, `value` is the count (None: the caller was not valid, nothing counted)."""
+
+    upsert: Callable[[str], str]
+    params: dict[str, Any]
+    value: int | None = None
+
+    def statement(self, template: str, row: str) -> str:
+        """`template` with the upsert in place of `{count}`: the same text on every call (prepared once)."""
+        return _counted_statement(template, self.upsert(row))
+
+    def took(self, value: Any) -> None:
+        self.value = int(value) if value is not None else None
+
+
+@cache
+def _counted_statement(template: str, upsert: str) -> str:
+    return template.replace("{count}", upsert)
 
 
 def locked_from_row(row: Sequence[Any]) -> Locked:

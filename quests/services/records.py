@@ -32,11 +32,13 @@ def checkpoint_create(
     the locked path writes instead."""
     parts = savestate.agent_parts_of(agent_state)
     keyed = checkpoint_keyed(key, parts, note)
-    seen = engine_checkpoints.checkpoint_read(actor if isinstance(actor, writes.Credentials) else locking.caller(actor), run_id, keyed)
+    # An agent token's request is counted against its rate by the same statement where the cache allows.
+    counting = throttle.api_counting(actor.token_hash) if isinstance(actor, writes.Credentials) else None
+    seen = engine_checkpoints.checkpoint_read(actor if isinstance(actor, writes.Credentials) else locking.caller(actor), run_id, keyed, counting)
     if seen is None:
         raise Unauthenticated("Send a valid agent token (Authorization: Bearer …) or sign in.")
     if isinstance(actor, writes.Credentials):
-        throttle.api_request_count(actor.token_hash, receipt=False)
+        throttle.api_request_count(actor.token_hash, receipt=False, counted=counting)
     use_due = seen.token_id if tokens.use_due(seen.token_last_used_at) else None
     locked = seen.locked
     if locked is None or seen.claim is None or idempotency.replayed(keyed, locked.replay) is not None:

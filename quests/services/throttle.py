@@ -9,11 +9,14 @@ import hashlib
 import logging
 import math
 import time
+from dataclasses import dataclass
 
 from django.conf import settings
 from django.core.cache import caches
+from django.db import connections, router
 
-from config.cache import count
+from config.cache import CountingDatabaseCache, count
+from quests.engine import writes
 from quests.services.errors import RateLimited
 
 WINDOW_SECONDS = 60
@@ -21,19 +24,52 @@ PASSWORD_RESET_WINDOW_SECONDS = 3600
 log = logging.getLogger(__name__)
 
 
-def api_request_count(token_hash: str, *, receipt: bool) -> None:
-    """Counts one request of the token and raises RateLimited past QUESTLOG_API_RATE a minute.
+def api_request_count(token_hash: str, *, receipt: bool, counted: "Counting | None" = None) -> None:
+    """Counts one request of the token and raises RateLimited past QUESTLOG_API_RATE a minute;
+    `counted`: the count was taken already, in the statement that authenticated the token
+    (`api_counting`).
 
     Receipts (an operation's complete, fail or observe) are counted but never refused: their side
     effect already happened in the world, and refusing the receipt would only lose its record."""
     rate = settings.QUESTLOG_API_RATE
     if rate <= 0:
         return
-    # The token's hash, not its id: ids repeat across databases sharing one cache (test workers,
-    # a staging copy), the hash of a random secret does not.
-    retry_after = _over_rate(f"questlog:api-rate:{token_hash}", rate, WINDOW_SECONDS)
+    if counted is not None and counted.value is not None:
+        retry_after = _past_rate(counted.value, rate, counted.window, counted.at)
+    else:
+        retry_after = _over_rate(_api_key(token_hash), rate, WINDOW_SECONDS)
     if retry_after and not receipt:
         raise RateLimited(retry_after)
+
+
+@dataclass
+class Counting(writes.Count):
+    """One agent request's count in the database's cache, taken by the engine's statement that
+    authenticates its token (`value`: None when the token was not valid), in the window it opened."""
+
+    window: int = 0
+    at: float = 0.0
+
+
+def api_counting(token_hash: str) -> Counting | None:
+    """When the API's rate is counted in the database's own cache on PostgreSQL, what the token's
+    authentication runs to count the request in its own round trip; otherwise None (the request
+    is counted on its own by api_request_count: Redis, this process's memory, or SQLite)."""
+    if settings.QUESTLOG_API_RATE <= 0:
+        return None
+    cache = caches["default"]
+    if not isinstance(cache, CountingDatabaseCache) or connections[router.db_for_write(cache.cache_model_class)].vendor != "postgresql":
+        return None
+    at = time.time()
+    window = int(at // WINDOW_SECONDS)
+    params = cache.count_params(f"{_api_key(token_hash)}:{window}", _key_lasts(WINDOW_SECONDS))
+    return Counting(upsert=cache.count_statement, params=params, window=window, at=at)
+
+
+def _api_key(token_hash: str) -> str:
+    # The token's hash, not its id: ids repeat across databases sharing one cache (test workers,
+    # a staging copy), the hash of a random secret does not.
+    return f"questlog:api-rate:{token_hash}"
 
 
 def password_reset_count(address: str | None, email: str) -> None:
@@ -75,6 +111,11 @@ def _over_rate(key: str, rate: int, window_seconds: int) -> int:
         # down the request goes through uncounted, as a publish to a broker that is down does.
         log.warning("Request not counted (the cache is unavailable): %s", exc)
         return 0
+    return _past_rate(count, rate, window, now, window_seconds)
+
+
+def _past_rate(count: int, rate: int, window: int, now: float, window_seconds: int = WINDOW_SECONDS) -> int:
+    """The seconds until the next window when `count` is past `rate`, else 0."""
     if count > rate:
         return max(1, math.ceil((window + 1) * window_seconds - now))
     return 0
@@ -82,6 +123,10 @@ def _over_rate(key: str, rate: int, window_seconds: int) -> int:
 
 def _count(key: str, window_seconds: int) -> int:
     # One cache call (config/cache.count: one round trip on Redis and on the database). The key
-    # outlives its window a little so that a late request of the window never opens it again.
+    # outlives its window a little (_key_lasts) so that a late request of the window never opens it again.
     # caches[…], not django.core.cache.cache: count() tells the backends apart, the proxy hides them.
-    return count(caches["default"], key, window_seconds + 5)
+    return count(caches["default"], key, _key_lasts(window_seconds))
+
+
+def _key_lasts(window_seconds: int) -> int:
+    return window_seconds + 5

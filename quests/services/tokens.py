@@ -6,8 +6,9 @@ from datetime import datetime, timedelta
 
 from django.utils import timezone
 
-from quests.engine import reads
+from quests.engine import reads, writes
 from quests.models import AgentToken, Mission
+from quests.services import throttle
 from quests.services.audit import Actor, audit
 from quests.services.errors import InvalidInput, NotFound
 
@@ -28,10 +29,21 @@ def token_create(*, user, name: str = "", mission: Mission | None = None) -> tup
     return token, raw
 
 
-def token_authenticate(raw: str) -> AgentToken | None:
+def token_request(raw: str, *, receipt: bool) -> AgentToken | None:
+    """An agent's request: its token authenticated and, when valid, counted against its rate
+    (quests.services.throttle; RateLimited past it, unless a `receipt`). Where the rate is counted
+    in the database's cache, the count is taken by the statement that authenticates: one round trip."""
+    counting = throttle.api_counting(hash_token(raw))
+    token = token_authenticate(raw, count=counting)
+    if token is not None:
+        throttle.api_request_count(token.token_hash, receipt=receipt, counted=counting)
+    return token
+
+
+def token_authenticate(raw: str, *, count: writes.Count | None = None) -> AgentToken | None:
     # Every agent request but the checkpoint starts here: the engine's prepared read, not a
     # query the ORM compiles on each call.
-    token = reads.agent_token(hash_token(raw))
+    token = reads.agent_token(hash_token(raw), count)
     if token is None or not token.user.is_active:
         return None
     if use_due(token.last_used_at):

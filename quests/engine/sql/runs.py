@@ -129,6 +129,16 @@ AGENT_TOKEN = f"""
 SELECT {TOKEN_COLUMNS}, {USER_COLUMNS}
   FROM quests_agenttoken t JOIN auth_user u ON u.id = t.user_id
  WHERE t.token_hash = %(token_hash)s AND t.revoked_at IS NULL"""
+# The same, counting the request against the token's rate in the database's cache when the token
+# is valid (`{count}`: the cache's upsert, given the row of a valid token, config.cache): one round
+# trip for both. The count comes last (NULL: nothing counted).
+AGENT_TOKEN_COUNTED_PG = f"""
+WITH found AS ({AGENT_TOKEN}
+), counted AS (
+    {{count}}
+)
+SELECT found.*, (SELECT value FROM counted) AS api_count FROM found"""
+COUNTED_TOKEN_ROW_PG = "SELECT %(count_key)s, '1', %(count_expires)s FROM found WHERE found.is_active"
 
 # --- The agent's checkpoint in two round trips -------------------------------------------------------
 # Round trip 1, in autocommit, locking nothing: who is calling (an agent token by its hash: valid,
@@ -164,6 +174,13 @@ CHECKPOINT_READ_PG = _CHECKPOINT_READ.format(
        md5(CAST(m AS text)) AS mission_seen,
        CASE WHEN r.id IS NOT NULL THEN nextval('checkpoints_checkpoint_id_seq') END AS checkpoint_id""",
 )
+# The same, counting the request of a valid agent token against its rate in the database's cache
+# (as AGENT_TOKEN_COUNTED_PG does): the count is the last column.
+CHECKPOINT_READ_COUNTED_PG = """
+WITH counted AS (
+    {count}
+)""" + CHECKPOINT_READ_PG.replace("AS checkpoint_id", "AS checkpoint_id,\n       (SELECT value FROM counted) AS api_count", 1)
+COUNTED_CALLER_ROW_PG = f"SELECT %(count_key)s, '1', %(count_expires)s FROM ({_CALLER}) valid WHERE valid.token_id IS NOT NULL"
 # SQLite writes under its database lock (the locked path): nothing to fingerprint or allocate.
 CHECKPOINT_READ_SQLITE = _CHECKPOINT_READ.format(head_refs=_HEAD_REFS_SQLITE, extra=", NULL AS mission_seen, NULL AS checkpoint_id")
 
