@@ -2,8 +2,10 @@
 and the password-reset requests per address and per account (an hour).
 
 The counts live in the cache that every web process shares (config/cache.py: Redis, or the
-database's cache table under `make serve` without Redis); with Redis a counted request costs no
-database query, so the fast path's query budgets hold."""
+database's cache table under `make serve` without Redis). With Redis a counted request costs no
+database query; with the database's cache on PostgreSQL an agent's request is counted by the
+engine statement that authenticates its token (`api_counting`), so it costs no round trip of its
+own either, and the fast path's query budgets hold."""
 
 import hashlib
 import logging
