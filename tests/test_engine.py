@@ -404,3 +404,20 @@ def test_psycopg_parses_each_statement_once_per_process():
             if name.endswith("_PG") and isinstance(text, str):
                 assert len(text.encode()) <= _queries.MAX_CACHED_STATEMENT_LENGTH, f"{module.__name__}.{name}: {len(text.encode())} bytes"
                 assert len(set(re.findall(r"%\((\w+)\)s", text))) <= _queries.MAX_CACHED_STATEMENT_PARAMS, f"{module.__name__}.{name}"
+
+
+def test_the_statements_that_count_a_request_stay_within_psycopgs_parse_cache():
+    """An agent's request counted in the database's cache rides in the statement that authenticates
+    it (quests.services.throttle.api_counting): the statement with the cache's upsert in it too."""
+    import re
+
+    from psycopg import _queries
+
+    from config.cache import CountingDatabaseCache
+    from quests.engine.sql import runs
+
+    cache = CountingDatabaseCache("questlog_cache", {})
+    for template, row in ((runs.AGENT_TOKEN_COUNTED_PG, runs.COUNTED_TOKEN_ROW_PG), (runs.CHECKPOINT_READ_COUNTED_PG, runs.COUNTED_CALLER_ROW_PG)):
+        text = template.replace("{count}", cache.count_statement(row))
+        assert len(text.encode()) <= _queries.MAX_CACHED_STATEMENT_LENGTH
+        assert len(set(re.findall(r"%\((\w+)\)s", text))) <= _queries.MAX_CACHED_STATEMENT_PARAMS
