@@ -287,9 +287,12 @@ ASK_SNAPSHOT = """INSERT INTO checkpoints_snapshotrequest (
     VALUES (%(mission_id)s, 'pending', %(now)s, %(not_before)s, NULL, '', 0, NULL, NULL, NULL, '')
     ON CONFLICT DO NOTHING
     RETURNING id"""
+# The parts' contents are sent in binary (`%(part_data)b`): as text, psycopg writes each as hex and
+# escapes it into the array literal, which cost more than the rest of a ledger chunk's handling
+# together (0.6 ms for a chunk of 25 operations; binary 5 µs).
 STORE_PARTS_PG = """INSERT INTO "checkpoints_blob" (sha256, data, size_bytes, media_type, created_at, retention_class, retention_approved_at, expires_at)
     SELECT part.sha, part.data, length(part.data), 'application/json', %(now)s, 'working', NULL, NULL
-      FROM unnest(CAST(%(part_shas)s AS text[]), CAST(%(part_data)s AS bytea[])) AS part(sha, data)
+      FROM unnest(CAST(%(part_shas)s AS text[]), CAST(%(part_data)b AS bytea[])) AS part(sha, data)
     ON CONFLICT DO NOTHING"""
 STORE_PART_SQLITE = """INSERT INTO "checkpoints_blob" (sha256, data, size_bytes, media_type, created_at, retention_class, retention_approved_at, expires_at)
     VALUES (%(sha)s, %(data)s, length(%(data)s), 'application/json', %(now)s, 'working', NULL, NULL)
