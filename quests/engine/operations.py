@@ -22,7 +22,7 @@ _PAST_EVERY_ID = 2**62
 @dataclass
 class LockedOperation:
     """What `lock_operation` read under the mission's lock: the mission, the operation (current),
-    the receipts it holds, and the ledger rows its change rewrites (`savestate.apply_ledger`)."""
+    the receipts it holds, and the ledger items its change rewrites (`savestate.apply_ledger`)."""
 
     mission: Mission
     operation: Operation
@@ -33,7 +33,8 @@ class LockedOperation:
 @dataclass
 class LockedPlan:
     """What `lock_plan` read under the mission's lock: the run, its mission, the operation already
-    planned with the key (or None, and then the id the new one takes), and the last ledger chunk."""
+    planned with the key (or None, and then the id the new one takes), and the last ledger chunk's
+    items."""
 
     run: Run
     mission: Mission

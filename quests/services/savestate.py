@@ -64,7 +64,7 @@ def apply_sections(mission: Mission, read: dict[str, list[Any]]) -> None:
     report = _report(mission)
     for name, found in read.items():
         if name == "operations":
-            apply_ledger(mission, found, whole=True)
+            apply_ledger(mission, list(map(sections.operation_item, found)), whole=True)
             continue
         value = section_value(name, found)
         _set_part(mission, name, value)
@@ -103,7 +103,7 @@ def _drop_part(mission: Mission, name: str) -> None:
 
 
 def read_ledger(mission: Mission, operation_id: int | None = None) -> list[dict[str, Any]]:
-    """The ledger rows a change rewrites: the chunk that holds `operation_id`, or (None: an
+    """The ledger items a change rewrites: the chunk that holds `operation_id`, or (None: an
     operation about to be planned) the last chunk and what follows it. Pass them to `apply_ledger`.
     (The operation ledger's lock reads the same rows in its own statement: `quests.engine.operations`.)"""
     firsts = _report(mission)["ledger"]
@@ -111,14 +111,14 @@ def read_ledger(mission: Mission, operation_id: int | None = None) -> list[dict[
         first, before = (max(firsts) if firsts else None), None
     else:
         first, before = sections.bounds(firsts, operation_id)
-    return list(ledger_rows(mission.pk, first, before))
+    return list(map(sections.operation_item, ledger_rows(mission.pk, first, before)))
 
 
-def apply_ledger(mission: Mission, rows: list[dict[str, Any]], *, whole: bool = False) -> None:
-    """Make the current document hold the ledger chunks these rows make (rows as `read_ledger`
-    read them, or the whole ledger when `whole`)."""
+def apply_ledger(mission: Mission, items: list[dict[str, Any]], *, whole: bool = False) -> None:
+    """Make the current document hold the ledger chunks these items make (as `read_ledger` read
+    them, or the whole ledger when `whole`)."""
     report = _report(mission)
-    made = dict(sections.chunks("operations", list(map(sections.operation_item, rows))))
+    made = dict(sections.chunks("operations", items))
     if whole:
         for name in [name for name in mission.state_refs if name == "operations" or sections.chunk_of(name)]:
             _drop_part(mission, name)
@@ -129,8 +129,13 @@ def apply_ledger(mission: Mission, rows: list[dict[str, Any]], *, whole: bool = 
 
 
 def ledger_row(op: Operation) -> dict[str, Any]:
-    """An operation as changed in memory, as a row of `read_ledger`."""
+    """An operation as changed in memory, as a row of its table (`sections.COLUMNS`)."""
     return {name: getattr(op, name) for name in sections.COLUMNS["operations"]}
+
+
+def ledger_item(op: Operation) -> dict[str, Any]:
+    """An operation as changed in memory, as an item of `read_ledger`."""
+    return sections.operation_item(ledger_row(op))
 
 
 def sections_refresh(mission: Mission, names: Iterable[str] = SECTIONS, *, recount: bool = False) -> None:

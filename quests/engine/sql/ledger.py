@@ -9,17 +9,20 @@ OPERATION_COLUMNS = """
     o.id, o.created_at, o.retention_class, o.retention_approved_at, o.expires_at, o.mission_id, o.run_id, o.key,
     o.request_hash, o.kind, o.target, o.request, o.status, o.attempts, o.max_attempts, o.external_id,
     o.external_status, o.receipt, o.completion_hash, o.error, o.retryable, o.updated_at"""
-# The columns of a ledger row (checkpoints.sections.COLUMNS["operations"]), as one JSON object each.
+# A ledger row as the item the ledger section holds (checkpoints.sections.operation_item: its
+# columns, "" as null), one JSON object each: made here, the items need no remapping in Python.
 _LEDGER_ROW_PG = """json_build_object('id', l.id, 'key', l.key, 'kind', l.kind, 'target', l.target, 'request', l.request,
-        'status', l.status, 'attempts', l.attempts, 'max_attempts', l.max_attempts, 'external_id', l.external_id,
-        'external_status', l.external_status, 'receipt', l.receipt, 'error', l.error, 'retryable', l.retryable)"""
+        'status', l.status, 'attempts', l.attempts, 'max_attempts', l.max_attempts, 'external_id', NULLIF(l.external_id, ''),
+        'external_status', NULLIF(l.external_status, ''), 'receipt', l.receipt, 'error', NULLIF(l.error, ''),
+        'retryable', l.retryable)"""
 _LEDGER_ROW_SQLITE = """json_object('id', l.id, 'key', l.key, 'kind', l.kind, 'target', l.target, 'request', json(l.request),
-        'status', l.status, 'attempts', l.attempts, 'max_attempts', l.max_attempts, 'external_id', l.external_id,
-        'external_status', l.external_status, 'receipt', json(l.receipt), 'error', l.error, 'retryable', l.retryable)"""
+        'status', l.status, 'attempts', l.attempts, 'max_attempts', l.max_attempts, 'external_id', NULLIF(l.external_id, ''),
+        'external_status', NULLIF(l.external_status, ''), 'receipt', json(l.receipt), 'error', NULLIF(l.error, ''),
+        'retryable', l.retryable)"""
 # The first ids of the ledger's chunks, as the mission's save-state report lists them.
 _LEDGER_FIRSTS_PG = "(SELECT CAST(f AS bigint) AS f FROM jsonb_array_elements_text(m.state_report -> 'ledger') AS f)"
 _LEDGER_FIRSTS_SQLITE = "(SELECT CAST(value AS integer) AS f FROM json_each(m.state_report, '$.ledger'))"
-# The ledger rows a change rewrites (savestate.read_ledger's bounds): the chunk holding the
+# The ledger items a change rewrites (savestate.read_ledger's bounds): the chunk holding the
 # operation `chunk_of`; for an operation about to be planned (`chunk_of` past every id) the last
 # chunk and what follows it. (No operation id reaches the bigint maximum, the open upper bound.)
 _LEDGER_CHUNK = """(SELECT {agg}
