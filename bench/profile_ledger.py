@@ -4,7 +4,14 @@ operation_complete` on a mission whose ledger holds 10 operations and on one tha
 of each statement's time, the size of the mission row's save-state columns, and a cProfile
 of N more receipts (CPU time, top functions by own time).
 
-    BENCH_DATABASE_URL=… .venv/bin/python bench/profile_ledger.py [N]"""
+`--chunk=SIZE` measures instead what another chunk size would cost, in alternating rounds on two
+missions of LONG operations, one whose ledger was written in chunks of `LEDGER_CHUNK` and one in
+chunks of SIZE: the p50 of a receipt (as above) and of an agent checkpoint (20 keys of 500 B, one
+changed each time). Smaller chunks hold fewer rows, but the mission row carries one ref per chunk
+(in its current document, and so in every checkpoint's map) and every operation call and
+checkpoint reads and writes it.
+
+    BENCH_DATABASE_URL=… .venv/bin/python bench/profile_ledger.py [N] [--chunk=SIZE]"""
 
 import cProfile
 import os
@@ -81,9 +88,61 @@ def _measure(label: str, actor, ready) -> None:
     stats.print_callers("sub|iterencode|raw_decode")
 
 
+def against_chunk_size(actor, other: int) -> None:
+    import uuid
+
+    from rounds import rounds, show, timed
+
+    from checkpoints import sections
+    from checkpoints.hashing import canonical_json
+    from quests.models import Mission
+    from quests.services import records
+
+    chunk = sections.LEDGER_CHUNK
+    runs = {}
+    for size in (chunk, other):
+        sections.LEDGER_CHUNK = size  # the chunks a plan splits off (the document's format stays)
+        with common.phase(f"a ledger of {LONG} operations in chunks of {size}"):
+            runs[size] = ledger._start(actor, f"ledger in chunks of {size}")
+            for _ in range(LONG):
+                ledger._complete(actor, ledger._plan(actor, runs[size], attempt=True))
+    sections.LEDGER_CHUNK = chunk
+    states = {size: common.AgentState(keys=20, key_bytes=500, seed=size) for size in runs}
+
+    def checkpoint(size: int) -> float:
+        state = states[size].next()[0]
+        return timed(lambda: records.checkpoint_create(actor=actor, run_id=runs[size].pk, agent_state=state, note="", key=uuid.uuid4().hex))
+
+    def receipt(size: int) -> float:
+        sections.LEDGER_CHUNK = size
+        op = ledger._plan(actor, runs[size], attempt=True)
+        took = timed(lambda: ledger._complete(actor, op))
+        sections.LEDGER_CHUNK = chunk
+        return took
+
+    for name, sample in (("receipt", receipt), ("checkpoint", checkpoint)):
+        with common.phase(f"6 alternating rounds of {name}s"):
+            took = rounds({size: (lambda size=size: sample(size)) for size in runs}, count=6, samples=max(N // 6, 1))
+        print(f"\n== {name} on a mission of {LONG}+ operations, by ledger chunk size")
+        p50 = {size: show(f"{name}, chunks of {size}", took[size]) for size in runs}
+        common.figure(f"{name}, chunks of {other} / chunks of {chunk}", p50[other] / p50[chunk], "×", ".2f")
+    for size, run in runs.items():
+        mission = Mission.objects.get(pk=run.mission_id)
+        chunks = sum(1 for name in mission.state_refs if sections.chunk_of(name))
+        print(
+            f"  chunks of {size}: {chunks} chunk refs; state_refs {len(canonical_json(mission.state_refs))} B, state_report {len(canonical_json(mission.state_report))} B"
+        )
+    common.load_note()
+
+
 def main() -> None:
     from quests.services.audit import Actor
 
+    other = next((int(a.split("=", 1)[1]) for a in sys.argv[1:] if a.startswith("--chunk=")), None)
+    if other is not None:
+        with common.bench_data():
+            against_chunk_size(Actor(user=common.bench_user("profile-ledger")), other)
+        return
     with common.bench_data():
         actor = Actor(user=common.bench_user("profile-ledger"))
         long_run = ledger._start(actor, "long ledger")
