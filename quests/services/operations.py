@@ -8,6 +8,7 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
+from checkpoints import sections
 from checkpoints.models import Operation, OperationStatus as O
 from checkpoints.services import canonical_json, sha256_hex
 from quests import limits
@@ -59,7 +60,7 @@ def operation_plan(*, actor: Actor, run_id: int, key: str, kind: str, target: st
             max_attempts=max_attempts,
         )
         planned = audit_event(actor=actor, mission=mission, entity="operation", entity_id=op.pk, action="plan", to_state=O.PLANNED, key=key)
-        _write(op, mission, [*items, savestate.ledger_item(op)], event="planned", audit=planned, planned=True, beat_run_id=run.pk)
+        _write(op, mission, [*items, _ledger_item(op)], event="planned", audit=planned, planned=True, beat_run_id=run.pk)
         op._state.adding = False
         return op, False
 
@@ -74,6 +75,11 @@ def _locked_operation(actor: Actor, operation_id: int) -> tuple[Operation, Missi
         raise NotFound(f"No operation with id {operation_id}.")
     op, mission = locked.operation, locked.mission
     return op, mission, _ledger_read(mission, locked.ledger, operation_id), locked.receipts_held
+
+
+def _ledger_item(op: Operation) -> dict[str, Any]:
+    """The operation as changed here, as an item of the ledger the lock read."""
+    return sections.operation_item(savestate.ledger_row(op))
 
 
 def _ledger_read(mission: Mission, items: list[dict[str, Any]], operation_id: int | None) -> list[dict[str, Any]]:
@@ -129,7 +135,7 @@ def _write(
     statement (`quests.engine.operations.operation_write`)."""
     if not planned:
         op.updated_at = timezone.now()
-    changed = savestate.ledger_item(op)
+    changed = _ledger_item(op)
     savestate.apply_ledger(mission, [changed if item["id"] == op.pk else item for item in items])
     save = state_save_of(mission, f"operation.{event}", applied=True)
     change = ledger.OperationChange(

@@ -133,11 +133,6 @@ def ledger_row(op: Operation) -> dict[str, Any]:
     return {name: getattr(op, name) for name in sections.COLUMNS["operations"]}
 
 
-def ledger_item(op: Operation) -> dict[str, Any]:
-    """An operation as changed in memory, as an item of `read_ledger`."""
-    return sections.operation_item(ledger_row(op))
-
-
 def sections_refresh(mission: Mission, names: Iterable[str] = SECTIONS, *, recount: bool = False) -> None:
     """Read and apply sections; `recount` also recounts the archive totals and the
     record watermark from the tables (after a restore, or for a mission never built)."""
