@@ -11,7 +11,11 @@ changed each time). Smaller chunks hold fewer rows, but the mission row carries 
 (in its current document, and so in every checkpoint's map) and every operation call and
 checkpoint reads and writes it.
 
-    BENCH_DATABASE_URL=… .venv/bin/python bench/profile_ledger.py [N] [--chunk=SIZE]"""
+`--by-rows` separates what a receipt pays per row of its chunk from what it pays for the length
+of the ledger: short and long receipts in turn, the long ones' p50 grouped by how many rows the
+chunk they rewrite holds (1–10, 11–20, …), each against the short ones' p50 (10 rows).
+
+    BENCH_DATABASE_URL=… .venv/bin/python bench/profile_ledger.py [N] [--chunk=SIZE | --by-rows]"""
 
 import cProfile
 import os
@@ -135,9 +139,41 @@ def against_chunk_size(actor, other: int) -> None:
     common.load_note()
 
 
+def by_rows(actor) -> None:
+    from rounds import timed
+
+    from checkpoints import sections
+    from checkpoints.models import Operation
+    from quests.models import Mission
+
+    long_run = ledger._start(actor, "long ledger")
+    with common.phase(f"a ledger of {LONG} operations"):
+        for _ in range(LONG - 1):
+            ledger._complete(actor, ledger._plan(actor, long_run, attempt=True))
+    short, grouped = [], {}
+    with common.phase(f"{N} receipts of each length, in turn"):
+        for _ in range(N):
+            op = _short_receipt(actor)
+            short.append(timed(lambda: ledger._complete(actor, op)))
+            op = ledger._plan(actor, long_run, attempt=True)
+            first, _ = sections.bounds(Mission.objects.get(pk=long_run.mission_id).state_report["ledger"], op)
+            rows = Operation.objects.filter(mission_id=long_run.mission_id, id__gte=first).count()
+            grouped.setdefault((rows - 1) // 10, []).append(timed(lambda: ledger._complete(actor, op)))
+    base = statistics.median(short) * 1000
+    print(f"\n== receipts by the rows of the chunk they rewrite\n  {ledger.SHORT} operations: p50 {base:.3f} ms over {len(short)}")
+    for group in sorted(grouped):
+        p50 = statistics.median(grouped[group]) * 1000
+        print(f"  {LONG}+ operations, {group * 10 + 1}–{group * 10 + 10} rows: p50 {p50:.3f} ms ({p50 / base:.2f}×) over {len(grouped[group])}")
+    common.load_note()
+
+
 def main() -> None:
     from quests.services.audit import Actor
 
+    if "--by-rows" in sys.argv:
+        with common.bench_data():
+            by_rows(Actor(user=common.bench_user("profile-ledger")))
+        return
     other = next((int(a.split("=", 1)[1]) for a in sys.argv[1:] if a.startswith("--chunk=")), None)
     if other is not None:
         with common.bench_data():
