@@ -16,9 +16,12 @@ Formats:
 Rows are the dicts of `.values(*COLUMNS[section])`. This layer imports nothing from `quests`: it
 names the columns it reads."""
 
+import json
 from collections.abc import Iterable, Iterator
 from datetime import datetime
 from typing import Any
+
+from checkpoints.hashing import canonical_json
 
 FORMAT = 2
 LEDGER_CHUNK = 50
@@ -109,6 +112,33 @@ def chunks(section: str, items: list[dict[str, Any]]) -> Iterator[tuple[str, lis
     for start in range(0, len(items), LEDGER_CHUNK):
         part = items[start : start + LEDGER_CHUNK]
         yield chunk_key(section, part[0]["id"]), part
+
+
+_DECODER = json.JSONDecoder()
+
+
+def chunk_with(first: int | None, content: bytes, item: dict[str, Any]) -> dict[str, bytes]:
+    """The ledger parts a change makes ({part name: canonical JSON}) from the chunk that holds the
+    operation (`first`, its first id, and `content`, its canonical JSON; None and b"[]": no chunk
+    yet): the item put in place of the operation's, or a new operation's item added after the last
+    one (in a chunk of its own when that one is full) — what `chunks` would make of the chunk's
+    items so changed. The other items' bytes are kept as stored: only the changed one is dumped."""
+    text = content.decode()
+    spans: list[tuple[int, int, int]] = []  # (id, start, end) of each item in `text`
+    position = 1
+    while text[position] != "]":
+        found, end = _DECODER.raw_decode(text, position)
+        spans.append((found["id"], position, end))
+        position = end + (text[end] == ",")
+    dumped = canonical_json(item).decode()
+    if first is None or len(spans) >= LEDGER_CHUNK and item["id"] > spans[-1][0]:
+        return {chunk_key("operations", item["id"]): f"[{dumped}]".encode()}
+    for op_id, start, end in spans:
+        if op_id == item["id"]:
+            return {chunk_key("operations", first): (text[:start] + dumped + text[end:]).encode()}
+    if spans and item["id"] < spans[-1][0]:
+        raise ValueError(f"Operation {item['id']} is not in the ledger chunk read for it.")
+    return {chunk_key("operations", first): (text[:-1] + ("," if spans else "") + dumped + "]").encode()}
 
 
 def bounds(first_ids: Iterable[int], op_id: int) -> tuple[int | None, int | None]:

@@ -84,7 +84,7 @@ def test_a_receipt_rewrites_only_the_chunk_of_its_operation(actor, small_chunks,
 
     def spied(*args, **kwargs):
         locked = lock(*args, **kwargs)
-        read.append([row["id"] for row in locked.ledger])
+        read.append(locked.ledger.ids)
         return locked
 
     monkeypatch.setattr(ledger, "lock_operation", spied)
@@ -234,3 +234,27 @@ def test_a_decision_reads_again_only_the_sections_it_touches(actor):
     sent = "\n".join(q["sql"] for q in captured.captured_queries)
     assert 'FROM "checkpoints_operation"' not in sent
     assert current_refs(mission) == full_refs(mission)
+
+
+def test_a_chunk_changed_in_place_equals_the_chunks_of_its_items_changed(small_chunks):
+    """A receipt rewrites its chunk from the stored bytes (`sections.chunk_with`), dumping only the
+    changed item: the result is what `chunks` makes of the items so changed, whatever the other
+    items hold (keys named like an item's, commas and brackets in strings, nested objects)."""
+    from checkpoints.hashing import canonical_json
+
+    def item(op_id: int, **changed) -> dict:
+        return {"id": op_id, "request": {"attempts": [1, {"id": 99}], "note": 'a,]"}['}, "status": "planned", **changed}
+
+    def parts_of(items: list[dict]) -> dict[str, bytes]:
+        return {name: canonical_json(value) for name, value in sections.chunks("operations", items)}
+
+    stored = [item(4), item(5), item(6)]
+    content = canonical_json(stored)
+    changed = item(5, status="completed", receipt={"é": 1.5})
+    assert sections.chunk_with(4, content, changed) == parts_of([stored[0], changed, stored[2]])
+    # A new operation: after the last item while the chunk has room, else a chunk of its own.
+    assert sections.chunk_with(4, canonical_json(stored[:2]), item(7)) == parts_of([*stored[:2], item(7)])
+    assert sections.chunk_with(4, content, item(7)) == {sections.chunk_key("operations", 7): canonical_json([item(7)])}
+    assert sections.chunk_with(None, b"[]", item(1)) == parts_of([item(1)])
+    with pytest.raises(ValueError):
+        sections.chunk_with(4, canonical_json([stored[0], stored[2]]), item(5))

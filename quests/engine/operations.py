@@ -2,6 +2,7 @@
 which also reads the ledger chunk the change rewrites), then write the change with everything that
 goes with it (one statement on PostgreSQL). The caller holds Django's transaction."""
 
+import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,27 +20,43 @@ _OPERATION_WIDTH = len(Operation._meta.concrete_fields)
 _PAST_EVERY_ID = 2**62
 
 
+@dataclass(frozen=True)
+class LedgerChunk:
+    """A ledger chunk as the mission's current document stores it: its first id and its canonical
+    JSON (None and b"[]": the ledger has no chunk yet). `checkpoints.sections.chunk_with` makes
+    the change of an operation in it."""
+
+    first: int | None
+    content: bytes
+
+    @property
+    def ids(self) -> list[int]:
+        return [item["id"] for item in json.loads(self.content)]
+
+
 @dataclass
 class LockedOperation:
     """What `lock_operation` read under the mission's lock: the mission, the operation (current),
-    the receipts it holds, and the ledger rows its change rewrites (`savestate.apply_ledger`)."""
+    the receipts it holds, and the stored ledger chunk its change rewrites (None: the mission's
+    current document does not hold it; the caller rebuilds it)."""
 
     mission: Mission
     operation: Operation
     receipts_held: int
-    ledger: list[dict[str, Any]]
+    ledger: LedgerChunk | None
 
 
 @dataclass
 class LockedPlan:
     """What `lock_plan` read under the mission's lock: the run, its mission, the operation already
-    planned with the key (or None, and then the id the new one takes), and the last ledger chunk."""
+    planned with the key (or None, and then the id the new one takes), and the last ledger chunk
+    as stored (None: as `LockedOperation.ledger`)."""
 
     run: Run
     mission: Mission
     earlier: Operation | None
     new_id: int | None
-    ledger: list[dict[str, Any]]
+    ledger: LedgerChunk | None
 
 
 def _fresh_rows(statement_pg: str, statement_sqlite: str, params: dict[str, Any], fresh_at: int) -> list[tuple]:
@@ -53,18 +70,18 @@ def _fresh_rows(statement_pg: str, statement_sqlite: str, params: dict[str, Any]
             return rows
 
 
-def _ledger(value: Any) -> list[dict[str, Any]]:
-    rows = runner.json_value(value) or []
-    for row in rows:
-        if isinstance(row["retryable"], int) and not isinstance(row["retryable"], bool):
-            row["retryable"] = bool(row["retryable"])  # SQLite's booleans are integers
-    return sorted(rows, key=lambda row: row["id"])
+def _ledger(first: int | None, content: bytes | memoryview | None) -> LedgerChunk | None:
+    """The stored chunk the lock read; None when the document names a chunk whose blob is not
+    there (a document the caller must rebuild)."""
+    if first is None:
+        return LedgerChunk(first=None, content=b"[]")
+    return LedgerChunk(first=first, content=bytes(content)) if content is not None else None
 
 
 def lock_operation(caller: Caller, operation_id: int) -> LockedOperation | None:
     """The operation's mission locked, with the operation; None when the caller cannot see it."""
     params = {**caller.params(), "operation_id": operation_id, "chunk_of": operation_id}
-    rows = _fresh_rows(ledger_sql.LOCK_OPERATION_PG, ledger_sql.LOCK_OPERATION_SQLITE, params, fresh_at=_MISSION_WIDTH + _OPERATION_WIDTH + 2)
+    rows = _fresh_rows(ledger_sql.LOCK_OPERATION_PG, ledger_sql.LOCK_OPERATION_SQLITE, params, fresh_at=_MISSION_WIDTH + _OPERATION_WIDTH + 3)
     if not rows:
         return None
     row = rows[0]
@@ -72,14 +89,14 @@ def lock_operation(caller: Caller, operation_id: int) -> LockedOperation | None:
     end = _MISSION_WIDTH + _OPERATION_WIDTH
     operation = runner.model_from_row(Operation, row[_MISSION_WIDTH:end])
     operation.mission = mission
-    return LockedOperation(mission=mission, operation=operation, receipts_held=row[end], ledger=_ledger(row[end + 1]))
+    return LockedOperation(mission=mission, operation=operation, receipts_held=row[end], ledger=_ledger(row[end + 1], row[end + 2]))
 
 
 def lock_plan(caller: Caller, run_id: int, key: str) -> LockedPlan | None:
     """The run and its mission locked, with the operation planned with `key` already; None when
     the caller cannot see the run."""
     params = {**caller.params(), "run_id": run_id, "key": key, "chunk_of": _PAST_EVERY_ID}
-    rows = _fresh_rows(ledger_sql.LOCK_PLAN_PG, ledger_sql.LOCK_PLAN_SQLITE, params, fresh_at=_RUN_WIDTH + _MISSION_WIDTH + _OPERATION_WIDTH + 1)
+    rows = _fresh_rows(ledger_sql.LOCK_PLAN_PG, ledger_sql.LOCK_PLAN_SQLITE, params, fresh_at=_RUN_WIDTH + _MISSION_WIDTH + _OPERATION_WIDTH + 2)
     if not rows:
         return None
     row = rows[0]
@@ -89,7 +106,7 @@ def lock_plan(caller: Caller, run_id: int, key: str) -> LockedPlan | None:
     run.mission = mission
     end = mission_end + _OPERATION_WIDTH
     earlier = runner.model_from_row(Operation, row[mission_end:end]) if row[mission_end] is not None else None
-    return LockedPlan(run=run, mission=mission, earlier=earlier, new_id=row[end + 2], ledger=_ledger(row[end]))
+    return LockedPlan(run=run, mission=mission, earlier=earlier, new_id=row[end + 3], ledger=_ledger(row[end], row[end + 1]))
 
 
 @dataclass(frozen=True)

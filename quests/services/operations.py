@@ -8,6 +8,7 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
+from checkpoints import sections
 from checkpoints.models import Operation, OperationStatus as O
 from checkpoints.services import canonical_json, sha256_hex
 from quests import limits
@@ -42,7 +43,7 @@ def operation_plan(*, actor: Actor, run_id: int, key: str, kind: str, target: st
                 raise idempotency.key_reuse(key)
             return locked.earlier, True
         run, mission = locked.run, locked.mission
-        rows = _ledger_read(mission, locked.ledger, None)
+        chunk = _ledger_read(mission, locked.ledger, None)
         refuse_unless_active(run, mission)  # fencing; the run's heartbeat goes with the write
         now = timezone.now()
         op = Operation(
@@ -59,12 +60,12 @@ def operation_plan(*, actor: Actor, run_id: int, key: str, kind: str, target: st
             max_attempts=max_attempts,
         )
         planned = audit_event(actor=actor, mission=mission, entity="operation", entity_id=op.pk, action="plan", to_state=O.PLANNED, key=key)
-        _write(op, mission, [*rows, savestate.ledger_row(op)], event="planned", audit=planned, planned=True, beat_run_id=run.pk)
+        _write(op, mission, chunk, event="planned", audit=planned, planned=True, beat_run_id=run.pk)
         op._state.adding = False
         return op, False
 
 
-def _locked_operation(actor: Actor, operation_id: int) -> tuple[Operation, Mission, list[dict[str, Any]], int]:
+def _locked_operation(actor: Actor, operation_id: int) -> tuple[Operation, Mission, ledger.LedgerChunk, int]:
     """The mission locked and, in the same statement, the operation (current, since it is read
     under the lock), the receipts it holds (see `_receipt_room`) and the chunk of
     the ledger that holds it, which the change will rewrite (never the whole ledger: a receipt
@@ -76,13 +77,15 @@ def _locked_operation(actor: Actor, operation_id: int) -> tuple[Operation, Missi
     return op, mission, _ledger_read(mission, locked.ledger, operation_id), locked.receipts_held
 
 
-def _ledger_read(mission: Mission, rows: list[dict[str, Any]], operation_id: int | None) -> list[dict[str, Any]]:
-    """The ledger rows the lock read, unless the mission's current document had to be built first:
-    then its chunks are where the new document says (read again)."""
+def _ledger_read(mission: Mission, chunk: ledger.LedgerChunk | None, operation_id: int | None) -> ledger.LedgerChunk:
+    """The stored ledger chunk the lock read, unless the mission's current document had to be
+    built first (or did not hold the chunk): then the chunk is made from its rows, where the new
+    document says."""
     mission.blobs_guarded = True  # the lock took the blob writers' shared lock
-    if savestate.ensure_current(mission):
-        return savestate.read_ledger(mission, operation_id)
-    return rows
+    if savestate.ensure_current(mission) or chunk is None:
+        items = savestate.read_ledger(mission, operation_id)
+        return ledger.LedgerChunk(first=items[0]["id"] if items else None, content=canonical_json(items))
+    return chunk
 
 
 # The events that are receipts: what the outside world answered.
@@ -116,7 +119,7 @@ def _receipt_room(op: Operation, held: int) -> None:
 def _write(
     op: Operation,
     mission: Mission,
-    rows: list[dict[str, Any]],
+    chunk: ledger.LedgerChunk,
     *,
     event: str,
     audit: AuditEvent,
@@ -125,12 +128,12 @@ def _write(
     **event_fields: Any,
 ) -> Operation:
     """Write the operation's change, its event, its audit event and the save state with its ledger
-    chunk rewritten from the rows read under the lock (the operation as changed here): one
-    statement (`quests.engine.operations.operation_write`)."""
+    chunk read under the lock rewritten with the operation as changed here: one statement
+    (`quests.engine.operations.operation_write`)."""
     if not planned:
         op.updated_at = timezone.now()
-    changed = savestate.ledger_row(op)
-    savestate.apply_ledger(mission, [changed if row["id"] == op.pk else row for row in rows])
+    changed = sections.operation_item(savestate.ledger_row(op))
+    savestate.apply_ledger(mission, sections.chunk_with(chunk.first, chunk.content, changed))
     save = state_save_of(mission, f"operation.{event}", applied=True)
     change = ledger.OperationChange(
         operation=op,
@@ -149,7 +152,7 @@ def _write(
 
 def operation_attempt(*, actor: Actor, operation_id: int) -> Operation:
     with transaction.atomic():
-        op, mission, rows, _ = _locked_operation(actor, operation_id)
+        op, mission, chunk, _ = _locked_operation(actor, operation_id)
         if op.is_terminal:
             if op.status == O.FAILED:
                 raise Conflict("This operation failed for good; plan a new one to try something else.", code="invalid_transition", status=op.status)
@@ -167,14 +170,14 @@ def operation_attempt(*, actor: Actor, operation_id: int) -> Operation:
         op.attempts += 1
         moved = machine.moved(op, event="attempt", to=O.ATTEMPTED, actor=actor, mission=mission, key=op.key)
         # The mission's active run attempts it: its heartbeat goes with the write.
-        return _write(op, mission, rows, event="attempted", audit=moved, beat_run_id=mission.active_run_id)
+        return _write(op, mission, chunk, event="attempted", audit=moved, beat_run_id=mission.active_run_id)
 
 
 def operation_complete(*, actor: Actor, operation_id: int, external_id: str, external_status: str, receipt: dict[str, Any] | None = None) -> Operation:
     _receipt_size(receipt)
     completion_hash = _hash({"external_id": external_id, "external_status": external_status, "receipt": receipt})
     with transaction.atomic():
-        op, mission, rows, held = _locked_operation(actor, operation_id)
+        op, mission, chunk, held = _locked_operation(actor, operation_id)
         if op.status == O.COMPLETED:
             if op.completion_hash == completion_hash:
                 return op  # the same receipt again: a no-op
@@ -186,25 +189,25 @@ def operation_complete(*, actor: Actor, operation_id: int, external_id: str, ext
         op.completion_hash = completion_hash
         op.error = ""
         moved = machine.moved(op, event="complete", to=O.COMPLETED, actor=actor, mission=mission, key=op.key)
-        return _write(op, mission, rows, event="completed", audit=moved, external_status=external_status, receipt=receipt)
+        return _write(op, mission, chunk, event="completed", audit=moved, external_status=external_status, receipt=receipt)
 
 
 def operation_fail(*, actor: Actor, operation_id: int, error: str, retryable: bool) -> Operation:
     with transaction.atomic():
-        op, mission, rows, held = _locked_operation(actor, operation_id)
+        op, mission, chunk, held = _locked_operation(actor, operation_id)
         machine.require(op, "fail")
         _receipt_room(op, held)
         op.error = error
         op.retryable = retryable
         moved = machine.moved(op, event="fail", to=O.FAILED, actor=actor, mission=mission, key=op.key)
-        return _write(op, mission, rows, event="failed", audit=moved, error=error)
+        return _write(op, mission, chunk, event="failed", audit=moved, error=error)
 
 
 def operation_observe(*, actor: Actor, operation_id: int, external_status: str, receipt: dict[str, Any] | None = None) -> Operation:
     """Record what later became of the external object (e.g. `confirmed` → `cancelled`)."""
     _receipt_size(receipt)
     with transaction.atomic():
-        op, mission, rows, held = _locked_operation(actor, operation_id)
+        op, mission, chunk, held = _locked_operation(actor, operation_id)
         _receipt_room(op, held)
         previous = op.external_status
         op.external_status = external_status
@@ -223,4 +226,4 @@ def operation_observe(*, actor: Actor, operation_id: int, external_status: str, 
             external_status_from=previous,
             external_status=external_status,
         )
-        return _write(op, mission, rows, event="observed", audit=observed, external_status=external_status, receipt=receipt)
+        return _write(op, mission, chunk, event="observed", audit=observed, external_status=external_status, receipt=receipt)

@@ -64,7 +64,7 @@ def apply_sections(mission: Mission, read: dict[str, list[Any]]) -> None:
     report = _report(mission)
     for name, found in read.items():
         if name == "operations":
-            apply_ledger(mission, found, whole=True)
+            apply_ledger(mission, dict(sections.chunks("operations", list(map(sections.operation_item, found)))), whole=True)
             continue
         value = section_value(name, found)
         _set_part(mission, name, value)
@@ -74,7 +74,7 @@ def apply_sections(mission: Mission, read: dict[str, list[Any]]) -> None:
 
 
 def _set_part(mission: Mission, name: str, value: Any, *, stored_at_once: bool = False) -> None:
-    content = storage.canonical_json(value)
+    content = value if isinstance(value, bytes) else storage.canonical_json(value)  # bytes: canonical already
     mission.state_refs[name] = sha = storage.sha256_hex(content)
     if stored_at_once:
         # A ledger chunk is stored as a blob by the writer that made it (`unstored_parts`), not
@@ -103,22 +103,21 @@ def _drop_part(mission: Mission, name: str) -> None:
 
 
 def read_ledger(mission: Mission, operation_id: int | None = None) -> list[dict[str, Any]]:
-    """The ledger rows a change rewrites: the chunk that holds `operation_id`, or (None: an
-    operation about to be planned) the last chunk and what follows it. Pass them to `apply_ledger`.
-    (The operation ledger's lock reads the same rows in its own statement: `quests.engine.operations`.)"""
+    """The ledger items a change rewrites: the chunk that holds `operation_id`, or (None: an
+    operation about to be planned) the last chunk and what follows it. (The operation ledger's lock
+    reads the chunk as stored, in its own statement: `quests.engine.operations`.)"""
     firsts = _report(mission)["ledger"]
     if operation_id is None:
         first, before = (max(firsts) if firsts else None), None
     else:
         first, before = sections.bounds(firsts, operation_id)
-    return list(ledger_rows(mission.pk, first, before))
+    return list(map(sections.operation_item, ledger_rows(mission.pk, first, before)))
 
 
-def apply_ledger(mission: Mission, rows: list[dict[str, Any]], *, whole: bool = False) -> None:
-    """Make the current document hold the ledger chunks these rows make (rows as `read_ledger`
-    read them, or the whole ledger when `whole`)."""
+def apply_ledger(mission: Mission, made: dict[str, Any], *, whole: bool = False) -> None:
+    """Make the current document hold these ledger chunks ({part name: items, or their canonical
+    JSON}), or only them when `whole`."""
     report = _report(mission)
-    made = dict(sections.chunks("operations", list(map(sections.operation_item, rows))))
     if whole:
         for name in [name for name in mission.state_refs if name == "operations" or sections.chunk_of(name)]:
             _drop_part(mission, name)
@@ -129,7 +128,7 @@ def apply_ledger(mission: Mission, rows: list[dict[str, Any]], *, whole: bool = 
 
 
 def ledger_row(op: Operation) -> dict[str, Any]:
-    """An operation as changed in memory, as a row of `read_ledger`."""
+    """An operation as changed in memory, as a row of its table (`sections.COLUMNS`)."""
     return {name: getattr(op, name) for name in sections.COLUMNS["operations"]}
 
 

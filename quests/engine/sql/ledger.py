@@ -1,5 +1,5 @@
 """The operation ledger: the lock of an operation's mission (with the operation, its receipts and the
-ledger chunk a change rewrites), and the write of a plan or a change."""
+stored ledger chunk a change rewrites), and the write of a plan or a change."""
 
 from quests.engine.sql.runs import ASK_SNAPSHOT, MISSION_COLUMNS, RUN_COLUMNS, SAVE_STATE, STORE_PART_SQLITE, STORE_PARTS_PG
 
@@ -9,26 +9,23 @@ OPERATION_COLUMNS = """
     o.id, o.created_at, o.retention_class, o.retention_approved_at, o.expires_at, o.mission_id, o.run_id, o.key,
     o.request_hash, o.kind, o.target, o.request, o.status, o.attempts, o.max_attempts, o.external_id,
     o.external_status, o.receipt, o.completion_hash, o.error, o.retryable, o.updated_at"""
-# The columns of a ledger row (checkpoints.sections.COLUMNS["operations"]), as one JSON object each.
-_LEDGER_ROW_PG = """json_build_object('id', l.id, 'key', l.key, 'kind', l.kind, 'target', l.target, 'request', l.request,
-        'status', l.status, 'attempts', l.attempts, 'max_attempts', l.max_attempts, 'external_id', l.external_id,
-        'external_status', l.external_status, 'receipt', l.receipt, 'error', l.error, 'retryable', l.retryable)"""
-_LEDGER_ROW_SQLITE = """json_object('id', l.id, 'key', l.key, 'kind', l.kind, 'target', l.target, 'request', json(l.request),
-        'status', l.status, 'attempts', l.attempts, 'max_attempts', l.max_attempts, 'external_id', l.external_id,
-        'external_status', l.external_status, 'receipt', json(l.receipt), 'error', l.error, 'retryable', l.retryable)"""
 # The first ids of the ledger's chunks, as the mission's save-state report lists them.
 _LEDGER_FIRSTS_PG = "(SELECT CAST(f AS bigint) AS f FROM jsonb_array_elements_text(m.state_report -> 'ledger') AS f)"
 _LEDGER_FIRSTS_SQLITE = "(SELECT CAST(value AS integer) AS f FROM json_each(m.state_report, '$.ledger'))"
-# The ledger rows a change rewrites (savestate.read_ledger's bounds): the chunk holding the
+# The ledger chunk a change rewrites (savestate.read_ledger's bounds), as the current document
+# stores it: its first id and its blob, the canonical JSON of its items. The chunk holding the
 # operation `chunk_of`; for an operation about to be planned (`chunk_of` past every id) the last
-# chunk and what follows it. (No operation id reaches the bigint maximum, the open upper bound.)
-_LEDGER_CHUNK = """(SELECT {agg}
-       FROM checkpoints_operation l
-      WHERE l.mission_id = m.id
-        AND l.id >= COALESCE((SELECT max(f) FROM {firsts} AS firsts WHERE f <= %(chunk_of)s), 0)
-        AND l.id < COALESCE((SELECT min(f) FROM {firsts} AS firsts WHERE f > %(chunk_of)s), 9223372036854775807))"""
-_LEDGER_CHUNK_PG = _LEDGER_CHUNK.format(agg=f"COALESCE(json_agg({_LEDGER_ROW_PG} ORDER BY l.id), '[]')", firsts=_LEDGER_FIRSTS_PG)
-_LEDGER_CHUNK_SQLITE = _LEDGER_CHUNK.format(agg=f"json_group_array(json({_LEDGER_ROW_SQLITE}))", firsts=_LEDGER_FIRSTS_SQLITE)
+# one. Its items are not read from their rows and dumped again: the chunk is kept equal to them
+# by every change (tests/test_properties_savestate.py), and only the changed item is dumped
+# (checkpoints.sections.chunk_with). Its part name is `sections.chunk_key`'s.
+_LEDGER_FIRST = "(SELECT max(f) FROM {firsts} AS firsts WHERE f <= %(chunk_of)s)"
+_LEDGER_FIRST_PG = _LEDGER_FIRST.format(firsts=_LEDGER_FIRSTS_PG)
+_LEDGER_FIRST_SQLITE = _LEDGER_FIRST.format(firsts=_LEDGER_FIRSTS_SQLITE)
+_LEDGER_CHUNK_PG = f"""{_LEDGER_FIRST_PG} AS ledger_first,
+       (SELECT b.data FROM checkpoints_blob b WHERE b.sha256 = m.state_refs ->> ('operations@' || {_LEDGER_FIRST_PG})) AS ledger_chunk"""
+_LEDGER_CHUNK_SQLITE = f"""{_LEDGER_FIRST_SQLITE} AS ledger_first,
+       (SELECT b.data FROM checkpoints_blob b
+         WHERE b.sha256 = json_extract(m.state_refs, '$."operations@' || {_LEDGER_FIRST_SQLITE} || '"')) AS ledger_chunk"""
 _RECEIPTS_HELD = """(SELECT count(*) FROM checkpoints_operationevent e
       WHERE e.operation_id = o.id AND e.event IN ('completed', 'failed', 'observed'))"""
 
@@ -40,7 +37,7 @@ _RECEIPTS_HELD = """(SELECT count(*) FROM checkpoints_operationevent e
 # runs the statement again.
 _LOCK_OPERATION = f"""
 SELECT {MISSION_COLUMNS}, {OPERATION_COLUMNS},
-       {{receipts}} AS receipts_held, {{chunk}} AS ledger_chunk, {{fresh}} AS read_fresh
+       {{receipts}} AS receipts_held, {{chunk}}, {{fresh}} AS read_fresh
   FROM checkpoints_operation o
   JOIN quests_mission m ON m.id = o.mission_id
  WHERE o.id = %(operation_id)s
@@ -63,7 +60,7 @@ LOCK_OPERATION_SQLITE = _LOCK_OPERATION.format(receipts=_RECEIPTS_HELD, chunk=_L
 # (taken only when the key is new).
 _LOCK_PLAN = f"""
 SELECT {RUN_COLUMNS}, {MISSION_COLUMNS}, {OPERATION_COLUMNS},
-       {{chunk}} AS ledger_chunk, {{fresh}} AS read_fresh, {{new_id}} AS new_id
+       {{chunk}}, {{fresh}} AS read_fresh, {{new_id}} AS new_id
   FROM quests_run r
   JOIN quests_mission m ON m.id = r.mission_id
   LEFT JOIN checkpoints_operation o ON o.mission_id = m.id AND o.key = %(key)s
