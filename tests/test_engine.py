@@ -153,12 +153,12 @@ def test_an_agent_token_is_read_with_its_user_as_the_orm_reads_them(alice):
     from django.contrib.auth import get_user_model
 
     from quests.engine import reads
-    from quests.engine.sql import runs as runs_sql
+    from quests.engine.sql import tokens as tokens_sql
     from quests.models import AgentToken
     from quests.services.tokens import hash_token, token_create, token_revoke
 
     # The statement's columns are each model's, in field order: a field added to either fails here.
-    for columns, model in ((runs_sql.TOKEN_COLUMNS, AgentToken), (runs_sql.USER_COLUMNS, get_user_model())):
+    for columns, model in ((tokens_sql.TOKEN_COLUMNS, AgentToken), (tokens_sql.USER_COLUMNS, get_user_model())):
         assert [c.strip().split(".")[1] for c in columns.split(",")] == [f.column for f in model._meta.concrete_fields]
     token, raw = token_create(user=alice, name="engine read")
     read = reads.agent_token(hash_token(raw))
@@ -397,9 +397,9 @@ def test_psycopg_parses_each_statement_once_per_process():
 
     from psycopg import _queries
 
-    from quests.engine.sql import bundle, graph, ledger, lifecycle, runs
+    from quests.engine.sql import bundle, graph, ledger, lifecycle, runs, tokens
 
-    for module in (runs, graph, ledger, lifecycle, bundle):
+    for module in (runs, graph, ledger, lifecycle, bundle, tokens):
         for name, text in vars(module).items():
             if name.endswith("_PG") and isinstance(text, str):
                 assert len(text.encode()) <= _queries.MAX_CACHED_STATEMENT_LENGTH, f"{module.__name__}.{name}: {len(text.encode())} bytes"
@@ -414,10 +414,10 @@ def test_the_statements_that_count_a_request_stay_within_psycopgs_parse_cache():
     from psycopg import _queries
 
     from config.cache import CountingDatabaseCache
-    from quests.engine.sql import runs
+    from quests.engine.sql import runs, tokens
 
     cache = CountingDatabaseCache("questlog_cache", {})
-    for template, row in ((runs.AGENT_TOKEN_COUNTED_PG, runs.COUNTED_TOKEN_ROW_PG), (runs.CHECKPOINT_READ_COUNTED_PG, runs.COUNTED_CALLER_ROW_PG)):
+    for template, row in ((tokens.AGENT_TOKEN_COUNTED_PG, tokens.COUNTED_TOKEN_ROW_PG), (runs.CHECKPOINT_READ_COUNTED_PG, runs.COUNTED_CALLER_ROW_PG)):
         text = template.replace("{count}", cache.count_statement(row))
         assert len(text.encode()) <= _queries.MAX_CACHED_STATEMENT_LENGTH
         assert len(set(re.findall(r"%\((\w+)\)s", text))) <= _queries.MAX_CACHED_STATEMENT_PARAMS

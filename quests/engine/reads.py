@@ -12,7 +12,7 @@ from typing import Any
 from django.contrib.auth import get_user_model
 
 from quests.engine import runner
-from quests.engine.sql import bundle as bundle_sql, graph as graph_sql, runs as runs_sql
+from quests.engine.sql import bundle as bundle_sql, graph as graph_sql, tokens as tokens_sql
 from quests.engine.writes import Count
 from quests.models import AgentToken
 
@@ -29,9 +29,9 @@ def agent_token(token_hash: str, count: Count | None = None) -> AgentToken | Non
     caller's to judge): what the ORM's select_related would read, as one prepared statement.
     With `count` the same statement counts the request of a valid token (`count.value`)."""
     if count is None:
-        rows = runner.fetch(runs_sql.AGENT_TOKEN, {"token_hash": token_hash})
+        rows = runner.fetch(tokens_sql.AGENT_TOKEN, {"token_hash": token_hash})
     else:
-        rows = runner.fetch(count.statement(runs_sql.AGENT_TOKEN_COUNTED_PG, runs_sql.COUNTED_TOKEN_ROW_PG), {"token_hash": token_hash, **count.params})
+        rows = runner.fetch(count.statement(tokens_sql.AGENT_TOKEN_COUNTED_PG, tokens_sql.COUNTED_TOKEN_ROW_PG), {"token_hash": token_hash, **count.params})
         if rows:
             count.took(rows[0][-1])
             rows = [rows[0][:-1]]
