@@ -57,10 +57,7 @@ def checkpoint_read(who: Caller | Credentials, run_id: int, key: Key, count: Cou
         "key_suffix": key.suffix,
     }
     if count is not None:
-        rows = runner.fetch(count.statement(runs_sql.CHECKPOINT_READ_COUNTED_PG, runs_sql.COUNTED_CALLER_ROW_PG), {**params, **count.params})
-        if rows:
-            count.took(rows[0][-1])
-            rows = [rows[0][:-1]]
+        rows = count.fetch(runs_sql.CHECKPOINT_READ_COUNTED_PG, runs_sql.COUNTED_CALLER_ROW_PG, params)
     else:
         rows = runner.fetch(runs_sql.CHECKPOINT_READ_PG if runner.is_postgresql() else runs_sql.CHECKPOINT_READ_SQLITE, params)
     if not rows:

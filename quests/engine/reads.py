@@ -31,10 +31,7 @@ def agent_token(token_hash: str, count: Count | None = None) -> AgentToken | Non
     if count is None:
         rows = runner.fetch(tokens_sql.AGENT_TOKEN, {"token_hash": token_hash})
     else:
-        rows = runner.fetch(count.statement(tokens_sql.AGENT_TOKEN_COUNTED_PG, tokens_sql.COUNTED_TOKEN_ROW_PG), {"token_hash": token_hash, **count.params})
-        if rows:
-            count.took(rows[0][-1])
-            rows = [rows[0][:-1]]
+        rows = count.fetch(tokens_sql.AGENT_TOKEN_COUNTED_PG, tokens_sql.COUNTED_TOKEN_ROW_PG, {"token_hash": token_hash})
     if not rows:
         return None
     width = len(AgentToken._meta.concrete_fields)

@@ -97,12 +97,15 @@ class Count:
     params: dict[str, Any]
     value: int | None = None
 
-    def statement(self, template: str, row: str) -> str:
-        """`template` with the upsert in place of `{count}`: the same text on every call (prepared once)."""
-        return _counted_statement(template, self.upsert(row))
-
-    def took(self, value: Any) -> None:
-        self.value = int(value) if value is not None else None
+    def fetch(self, template: str, row: str, params: dict[str, Any]) -> list[tuple]:
+        """`template` run with the upsert in place of `{count}` (the same text on every call, so
+        prepared once): its rows without their last column, the count, which is kept in `value`."""
+        rows = runner.fetch(_counted_statement(template, self.upsert(row)), {**params, **self.params})
+        if not rows:
+            return []
+        *columns, counted = rows[0]
+        self.value = int(counted) if counted is not None else None
+        return [tuple(columns)]
 
 
 @cache

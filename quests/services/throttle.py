@@ -62,10 +62,8 @@ def api_counting(token_hash: str) -> Counting | None:
     cache = caches["default"]
     if not isinstance(cache, CountingDatabaseCache) or connections[router.db_for_write(cache.cache_model_class)].vendor != "postgresql":
         return None
-    at = time.time()
-    window = int(at // WINDOW_SECONDS)
-    params = cache.count_params(f"{_api_key(token_hash)}:{window}", _key_lasts(WINDOW_SECONDS))
-    return Counting(upsert=cache.count_statement, params=params, window=window, at=at)
+    at, window, key = _in_window(_api_key(token_hash), WINDOW_SECONDS)
+    return Counting(upsert=cache.count_statement, params=cache.count_params(key, _key_lasts(WINDOW_SECONDS)), window=window, at=at)
 
 
 def _api_key(token_hash: str) -> str:
@@ -104,16 +102,22 @@ def _account_key(email: str) -> str:
 def _over_rate(key: str, rate: int, window_seconds: int) -> int:
     """Counts one request in the current window of `key`: the seconds until the next window when
     the count is past `rate`, else 0."""
-    now = time.time()
-    window = int(now // window_seconds)
+    now, window, windowed = _in_window(key, window_seconds)
     try:
-        count = _count(f"{key}:{window}", window_seconds)
+        count = _count(windowed, window_seconds)
     except Exception as exc:  # noqa: BLE001 - whatever the cache backend raises when it is unreachable
         # The limit protects the server; it is not worth refusing work for. With the cache (Redis)
         # down the request goes through uncounted, as a publish to a broker that is down does.
         log.warning("Request not counted (the cache is unavailable): %s", exc)
         return 0
     return _past_rate(count, rate, window, now, window_seconds)
+
+
+def _in_window(key: str, window_seconds: int) -> tuple[float, int, str]:
+    """Now, the number of the window now is in, and `key`'s count in that window."""
+    now = time.time()
+    window = int(now // window_seconds)
+    return now, window, f"{key}:{window}"
 
 
 def _past_rate(count: int, rate: int, window: int, now: float, window_seconds: int = WINDOW_SECONDS) -> int:
