@@ -84,7 +84,7 @@ def test_a_receipt_rewrites_only_the_chunk_of_its_operation(actor, small_chunks,
 
     def spied(*args, **kwargs):
         locked = lock(*args, **kwargs)
-        read.append(locked.ledger.ids)
+        read.append([item["id"] for item in json.loads(locked.ledger.content)])
         return locked
 
     monkeypatch.setattr(ledger, "lock_operation", spied)

@@ -2,7 +2,6 @@
 which also reads the ledger chunk the change rewrites), then write the change with everything that
 goes with it (one statement on PostgreSQL). The caller holds Django's transaction."""
 
-import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,10 +27,6 @@ class LedgerChunk:
 
     first: int | None
     content: bytes
-
-    @property
-    def ids(self) -> list[int]:
-        return [item["id"] for item in json.loads(self.content)]
 
 
 @dataclass
