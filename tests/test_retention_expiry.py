@@ -157,30 +157,3 @@ def test_memory_items_are_long_term_and_expire_on_their_own_clock(alice, agent, 
 
     purge_as_of(item.expires_at + timedelta(seconds=1))
     assert not MemoryItem.objects.filter(pk=item.pk).exists()
-
-
-def test_a_missions_rows_are_stamped_with_its_expiry_together_or_not_at_all(agent, mission, run, monkeypatch):
-    """The stamping that follows a mission's end is one transaction: a failure part way leaves no
-    table stamped and others not (a later end or keep stamps them all)."""
-    from quests.retention.services import expiry
-
-    work(agent, run["id"])
-
-    class Refused(Exception):
-        pass
-
-    class RefusingManager:
-        def filter(self, **lookups):
-            raise Refused
-
-    class TableThatFails:
-        """Stamped last, after every real table."""
-
-        _default_manager = RefusingManager()
-
-    monkeypatch.setattr(expiry, "WORKING_STATE", (*expiry.WORKING_STATE, (TableThatFails, "mission_id")))
-    Mission.objects.filter(pk=mission["id"]).update(expires_at=Mission.objects.get(pk=mission["id"]).created_at + timedelta(days=1))
-    with pytest.raises(Refused):
-        expiry._stamp_rows(mission["id"])
-    assert not Checkpoint.objects.filter(mission_id=mission["id"], expires_at__isnull=False).exists()
-    assert not Record.objects.filter(mission_id=mission["id"], expires_at__isnull=False).exists()

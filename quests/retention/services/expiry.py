@@ -57,13 +57,10 @@ def _stamp_rows(mission_id: int) -> None:
     mission = Mission.objects.filter(pk=mission_id).values("expires_at", "retention_approved_at").first()
     if mission is None:
         return
-    # One transaction: the rows are stamped together, with one commit (one WAL flush) instead of
-    # one per table when called after the mission's own transaction has committed.
-    with transaction.atomic():
-        for model, path in WORKING_STATE:
-            model._default_manager.filter(**{path: mission_id}, retention_class=RetentionClass.WORKING).update(
-                expires_at=mission["expires_at"], retention_approved_at=mission["retention_approved_at"]
-            )
+    for model, path in WORKING_STATE:
+        model._default_manager.filter(**{path: mission_id}, retention_class=RetentionClass.WORKING).update(
+            expires_at=mission["expires_at"], retention_approved_at=mission["retention_approved_at"]
+        )
 
 
 def retention_keep(*, actor: Actor, mission_id: int) -> Mission:
