@@ -38,6 +38,9 @@ BUDGETS = {
     # authentication, the lock, the end (run, mission, audit events), the notification of a blocked
     # mission (its dedupe read, the owner's preference, the row, the webhooks), the head, the checkpoint
     "run_stop": 9,
+    # … and a mission that ends with it: its retention policy, the pending approvals and milestones
+    # it ends, and, after commit, its working state stamped with its expiry in one statement
+    "run_complete": 14,
     # An approval's and a gated milestone's checkpoint refresh only the section their change
     # touches, never every section (issue 20): the budgets are the counts at both sizes.
     "approval_request": 21,
@@ -184,6 +187,11 @@ def test_mission_create_costs_the_same_with_1_and_with_50_constraints(agent, dja
 def test_run_stop(working, django_assert_max_num_queries):
     agent, _, run_id = working
     within("run_stop", django_assert_max_num_queries, lambda: agent.post(f"runs/{run_id}/stop", {"reason": "blocked_external", "detail": "CRM down"}))
+
+
+def test_run_complete(working, django_assert_max_num_queries):
+    agent, _, run_id = working
+    within("run_complete", django_assert_max_num_queries, lambda: agent.post(f"runs/{run_id}/stop", {"reason": "completed", "detail": "Booked"}))
 
 
 def test_approval_request(working, django_assert_max_num_queries):

@@ -1,13 +1,17 @@
 """Expiry: nothing of an active quest expires; an ended one's working state expires after the
 policy's grace period, or after the approved maximum when its owner chose to keep it."""
 
+import threading
+import time
 from datetime import timedelta
 
 import pytest
 from django.core.management import call_command
+from django.db import connection, transaction
+from django.utils import timezone
 
 from checkpoints.models import Checkpoint, Operation, OperationEvent, Record, RetentionClass, RetentionPolicy
-from quests.models import Approval, Constraint, MemoryItem, Milestone, Mission
+from quests.models import Approval, Constraint, MemoryItem, MemoryProposal, Milestone, Mission
 from quests.retention.services.expiry import retention_keep, retention_withdraw
 from quests.services.audit import Actor
 from quests.services.errors import Conflict
@@ -157,3 +161,67 @@ def test_memory_items_are_long_term_and_expire_on_their_own_clock(alice, agent, 
 
     purge_as_of(item.expires_at + timedelta(seconds=1))
     assert not MemoryItem.objects.filter(pk=item.pk).exists()
+
+
+def test_the_stamping_statement_covers_every_table_of_working_state():
+    # The one list of what holds working state is WORKING_STATE; the engine's statement spells
+    # the tables out, so a table added to the list and not to the statement fails here.
+    from quests.engine.sql.lifecycle import STAMP_WORKING_STATE_PG
+    from quests.retention.services.expiry import WORKING_STATE
+
+    for model, _ in WORKING_STATE:
+        assert f"UPDATE {model._meta.db_table} AS t" in STAMP_WORKING_STATE_PG, model.__name__
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="row locks and their order exist only on PostgreSQL")
+def test_stamping_waits_for_a_writer_that_holds_the_mission_and_never_deadlocks_with_it(agent, mission, run):
+    """A writer locks the mission, then changes a checkpoint row and a record row; the stamping
+    starts while it holds the lock. Had the stamping taken the rows before the mission, the writer
+    and it would each wait for the other (a deadlock PostgreSQL breaks with an error). It waits
+    for the writer, then stamps every row, the writer's changes included."""
+    from quests.retention.services import expiry
+
+    work(agent, run["id"])
+    complete(agent, run["id"])
+    mission_id = mission["id"]
+    Mission.objects.filter(pk=mission_id).update(expires_at=None)
+    writer_has_lock, stamped, failures = threading.Event(), threading.Event(), []
+
+    def writer() -> None:
+        try:
+            with transaction.atomic():
+                Mission.objects.select_for_update().get(pk=mission_id)
+                writer_has_lock.set()
+                time.sleep(0.5)  # the stamping has started meanwhile and waits on the mission
+                assert not stamped.is_set()
+                Record.objects.filter(mission_id=mission_id).update(text="changed under the lock")
+                Checkpoint.objects.filter(mission_id=mission_id).update(note="changed under the lock")
+                Mission.objects.filter(pk=mission_id).update(expires_at=timezone.now() + timedelta(days=3))
+        except Exception as exc:  # noqa: BLE001 — reported by the test's thread, below
+            failures.append(exc)
+        finally:
+            connection.close()
+
+    def stamper() -> None:
+        try:
+            writer_has_lock.wait(5)
+            expiry._stamp_rows(mission_id)
+            stamped.set()
+        except Exception as exc:  # noqa: BLE001
+            failures.append(exc)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=writer), threading.Thread(target=stamper)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(20)
+    assert failures == []
+    expires_at = Mission.objects.get(pk=mission_id).expires_at
+    assert expires_at is not None
+    for model, path in expiry.WORKING_STATE:
+        rows = model._default_manager.filter(**{path: mission_id}, retention_class=RetentionClass.WORKING)
+        assert rows.exists() or model in (Approval, MemoryProposal), model.__name__  # work() asks for neither
+        assert not rows.exclude(expires_at=expires_at).exists(), model.__name__

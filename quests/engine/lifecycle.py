@@ -139,3 +139,10 @@ def run_end(run: Run, mission: Mission, events: list[AuditEvent], *, now: dateti
             for e in events
         ]
     )
+
+
+def stamp_working_state(mission_id: int) -> bool:
+    """Copy the mission's expiry onto every row of its working state, its row locked first: one
+    statement (PostgreSQL). Says whether the mission was there."""
+    ((found,),) = runner.fetch(lifecycle_sql.STAMP_WORKING_STATE_PG, {"mission_id": mission_id})
+    return found > 0

@@ -89,3 +89,34 @@ WITH ended AS (
 )
 SELECT 1"""
 RUN_END_SQLITE = (_RUN_ENDED, _MISSION_STOPPED, AUDIT_EVENT.format(new="NULL", json="text"))  # the event once per event
+
+# --- A mission's working state gets its expiry ---------------------------------------------------------
+# Once a mission has ended (or its owner chose to keep its history), every row of its working state
+# (`quests.retention.services.expiry.WORKING_STATE`) carries the mission's expiry: one statement, one
+# commit. The mission's row is locked first, as every writer locks it before it touches the mission's
+# rows: each UPDATE joins `mission`, so no row is changed before that lock is held, and a writer
+# still at work on the mission is waited for rather than deadlocked with.
+_STAMP_WORKING = """UPDATE {table} AS t SET expires_at = mission.expires_at, retention_approved_at = mission.retention_approved_at
+      FROM {source} WHERE {join} AND t.retention_class = 'working'"""
+STAMP_WORKING_TABLES = (
+    "checkpoints_checkpoint",
+    "checkpoints_record",
+    "checkpoints_operation",
+    "quests_constraint",
+    "quests_approval",
+    "quests_milestone",
+    "quests_memoryproposal",
+)
+_STAMPED = [(table, _STAMP_WORKING.format(table=table, source="mission", join="t.mission_id = mission.id")) for table in STAMP_WORKING_TABLES] + [
+    (
+        "checkpoints_operationevent",
+        _STAMP_WORKING.format(
+            table="checkpoints_operationevent", source="mission JOIN checkpoints_operation AS o ON o.mission_id = mission.id", join="t.operation_id = o.id"
+        ),
+    )
+]
+STAMP_WORKING_STATE_PG = (
+    "WITH mission AS (\n    SELECT id, expires_at, retention_approved_at FROM quests_mission WHERE id = %(mission_id)s FOR UPDATE\n)"
+    + "".join(f", stamped_{table} AS (\n    {update}\n)" for table, update in _STAMPED)
+    + "\nSELECT count(*) FROM mission"
+)

@@ -11,6 +11,7 @@ from django.db.models import Model
 from django.utils import timezone
 
 from checkpoints.models import Checkpoint, Operation, OperationEvent, Record, RetentionClass, RetentionPolicy
+from quests.engine import lifecycle, runner
 from quests.models import TERMINAL_STATUSES, Approval, Constraint, MemoryItem, MemoryProposal, Milestone, Mission
 from quests.retention.services.holds import held_mission_ids, held_user_ids
 from quests.services.access import get_for, require_person
@@ -54,6 +55,10 @@ def retention_mission_ended(mission: Mission) -> list[str]:
 
 
 def _stamp_rows(mission_id: int) -> None:
+    if runner.is_postgresql():
+        # One statement, the mission's row locked first (quests.engine.sql.lifecycle says why).
+        lifecycle.stamp_working_state(mission_id)
+        return
     mission = Mission.objects.filter(pk=mission_id).values("expires_at", "retention_approved_at").first()
     if mission is None:
         return
