@@ -195,3 +195,18 @@ def test_the_checkpoint_of_an_ending_mission_is_the_full_rebuild(alice, end):
     assert mission.head_checkpoint.trigger == "stop"
     assert mission.head_checkpoint.state_refs == full_refs(mission)
     assert current_refs(mission) == full_refs(mission)
+
+
+@pytest.mark.parametrize("kind", ["note", "tool_output", "decision", "evidence", "open_question", "blocker", "dependency"])
+def test_a_records_section_read_with_its_write_is_the_full_rebuild(alice, kind):
+    """On PostgreSQL a record's write also reads its section's window as it was (issue 20: no read
+    of its own); the section made from it and the new record is the rebuild's, past the window of
+    notes and tool outputs too, with nested data (the section holds it as the database keeps it)."""
+    with override_settings(QUESTLOG_ACTIVE_NOTES=2, QUESTLOG_SNAPSHOT_INTERVAL=0):
+        world = World(alice)
+        run_id = world.running()
+        for n in range(5):
+            data = {"n": 1e2, "z": [1.50, {"b": 2, "a": None, "é": "ü"}], "step": n}
+            records.record_create(actor=world.agent, run_id=run_id, kind=kind, text=f"{kind} {n}", data=data, key=f"{kind}-{n}")
+            mission = world.fresh()
+            assert current_refs(mission) == full_refs(mission), f"after {kind} {n}"

@@ -21,7 +21,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 BUDGETS = {
     "heartbeat": 2,
-    "record": 5,
+    "record": 4,
     "operation_plan": 3,
     "operation_attempt": 3,
     "operation_complete": 3,

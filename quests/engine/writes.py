@@ -3,6 +3,7 @@ authentication takes along), the idempotency `Key`, the lock of a run's mission,
 run's start. Each is one round trip on PostgreSQL; the caller holds Django's transaction
 (`transaction.atomic`). The agent's checkpoint is `quests.engine.checkpoints`."""
 
+import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -162,9 +163,21 @@ class RecordRow:
     blob: tuple[str, bytes] | None = None  # (sha256, content) of a raw output archived as a blob
 
 
-def record_write(row: RecordRow) -> tuple[int, bool, datetime]:
-    """Beat the run, store the raw output's blob, mark the resolved record and insert the record:
-    (the new record's id, whether the record it resolves was found, when it was made)."""
+@dataclass(frozen=True)
+class RecordWritten:
+    id: int
+    resolved_found: bool  # whether the record it resolves was found
+    created_at: datetime
+    # PostgreSQL, for a record that resolves none: the window of its section before it (rows as
+    # `section_reads.section_rows` reads them, newest first), and its data as stored. Else None.
+    window_before: list[dict[str, Any]] | None = None
+    data: Any = None
+
+
+def record_write(row: RecordRow, *, window: int | None = None, unarchived_only: bool = False) -> RecordWritten:
+    """Beat the run, store the raw output's blob, mark the resolved record and insert the record.
+    On PostgreSQL, for a record that resolves none, the same statement reads the newest `window`
+    live records of its kind (None: all), only unarchived ones if `unarchived_only`."""
     blob_id, blob_data = row.blob or (None, None)
     now = runner.now()
     params = {
@@ -182,11 +195,15 @@ def record_write(row: RecordRow) -> tuple[int, bool, datetime]:
         "archived": row.archived,
     }
     if runner.is_postgresql():
-        ((record_id, resolved),) = runner.fetch(runs_sql.RECORD_WRITE_PG, params)
-        return record_id, resolved > 0, now
+        with_section = row.resolves is None
+        params.update(window=window, unarchived_only=unarchived_only, with_section=with_section)
+        ((record_id, resolved, data, before),) = runner.fetch(runs_sql.RECORD_WRITE_PG, params)
+        if not with_section:
+            return RecordWritten(record_id, resolved > 0, now)
+        return RecordWritten(record_id, resolved > 0, now, window_before=json.loads(before), data=None if data is None else json.loads(data))
     beat, blob, resolves, insert = runs_sql.RECORD_WRITE_SQLITE
     *_, (_, resolved), ((made,), _) = runner.steps([(beat, params), (blob, params), (resolves, params), (insert, params)])
-    return made[0], resolved > 0, now
+    return RecordWritten(made[0], resolved > 0, now)
 
 
 @dataclass(frozen=True)

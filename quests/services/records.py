@@ -12,10 +12,10 @@ from django.db import transaction
 
 from checkpoints import compaction, services as storage
 from checkpoints.models import Checkpoint, Record, RecordKind
-from checkpoints.sections import touched
+from checkpoints.sections import RECORD_SECTIONS, touched
 from checkpoints.services import sha256_hex
 from quests.engine import checkpoints as engine_checkpoints, writes
-from quests.services import idempotency, locking, savestate, throttle, tokens
+from quests.services import idempotency, locking, savestate, section_reads, throttle, tokens
 from quests.services.audit import Actor
 from quests.services.errors import InvalidInput, NotFound, Unauthenticated
 from quests.services.snapshots import state_changed
@@ -96,8 +96,9 @@ def record_create(
     resolves: int | None = None,
     key: str | None = None,
 ) -> tuple[Record, bool]:
-    """A record: lock, replay on key, fence, write the record, refresh its sections, save the
-    state (with the key) — four statements."""
+    """A record: lock, replay on key, fence, write the record (on PostgreSQL the same statement
+    reads its section as it was: `writes.record_write`), make its section, save the state (with
+    the key) — three statements in the transaction."""
     if kind not in RecordKind.values:
         raise InvalidInput(f"Unknown record kind “{kind}”.", field="kind")
     keyed = idempotency.keyed("records", key, {"kind": kind, "text": text, "data": data, "resolves": resolves})
@@ -118,7 +119,8 @@ def record_create(
             blob = (sha256_hex(content), content)
             record.blob_id, record.archived = blob[0], True
             record.text = compaction.preview(text, settings.QUESTLOG_PREVIEW_CHARS)
-        record.pk, found, record.created_at = writes.record_write(
+        window, unarchived_only = section_reads.record_window(kind)
+        written = writes.record_write(
             writes.RecordRow(
                 mission_id=mission.pk,
                 run_id=run.pk,
@@ -129,14 +131,22 @@ def record_create(
                 resolves=resolves,
                 archived=record.archived,
                 blob=blob,
-            )
+            ),
+            window=window,
+            unarchived_only=unarchived_only,
         )
-        if resolves is not None and not found:
+        record.pk, record.created_at = written.id, written.created_at
+        if resolves is not None and not written.resolved_found:
             # Nothing is kept: the transaction rolls back with the error.
             raise InvalidInput("`resolves` must name a record of this mission.", field="resolves")
         record._state.adding = False
         change = savestate.record_change(kind, resolves=resolves is not None)
-        savestate.sections_refresh(mission, touched(change))
+        if written.window_before is not None:
+            # Its section as read with the write, and the record added: no read of its own.
+            added = {"id": record.pk, "kind": kind, "text": record.text, "data": written.data, "blob_id": record.blob_id, "size_bytes": record.size_bytes}
+            savestate.apply_sections(mission, {RECORD_SECTIONS[kind]: section_reads.record_rows_after(kind, written.window_before, added)})
+        else:
+            savestate.sections_refresh(mission, touched(change))
         savestate.record_added(mission, record)
         state_changed(mission, change, applied=True, key=keyed, made_id=record.pk, resolves=resolves)
         return record, False

@@ -17,7 +17,6 @@ _RECORD_COLUMNS = ("id", "kind", "text", "data", "blob_id", "size_bytes")
 
 def section_rows(mission_id: int, name: str) -> QuerySet:
     """What a section is made of, read straight from its table."""
-    keep = settings.QUESTLOG_ACTIVE_NOTES
     if name == "constraints":
         return Constraint.objects.filter(mission_id=mission_id, retired_at__isnull=True).order_by("id").values("id", "text", "source")
     if name == "milestones":
@@ -28,13 +27,33 @@ def section_rows(mission_id: int, name: str) -> QuerySet:
         return ledger_rows(mission_id)
     kind = next(k for k, section in RECORD_SECTIONS.items() if section == name)
     live = Record.objects.live().filter(mission_id=mission_id, kind=kind)
+    newest, unarchived_only = record_window(kind)
+    if unarchived_only:
+        live = live.filter(archived=False)
+    if newest is not None:
+        return live.order_by("-id").values(*_RECORD_COLUMNS)[:newest]
+    return live.order_by("id").values(*_RECORD_COLUMNS)
+
+
+def record_window(kind: str) -> tuple[int | None, bool]:
+    """Which live records of a kind its section is made of: the newest N, newest first (None: all
+    of them, oldest first), and whether only those not archived."""
     if kind == RecordKind.NOTE:
         # The newest N notes not yet archived (one more, to see whether older ones wait for the
         # archive pass); older notes are in the archive, not in active state.
-        return live.filter(archived=False).order_by("-id").values(*_RECORD_COLUMNS)[: keep + 1]
+        return settings.QUESTLOG_ACTIVE_NOTES + 1, True
     if kind == RecordKind.TOOL_OUTPUT:
-        return live.order_by("-id").values(*_RECORD_COLUMNS)[:keep]
-    return live.order_by("id").values(*_RECORD_COLUMNS)
+        return settings.QUESTLOG_ACTIVE_NOTES, False
+    return None, False
+
+
+def record_rows_after(kind: str, before: list[dict[str, Any]], added: dict[str, Any]) -> list[dict[str, Any]]:
+    """The rows a record section is made of once `added` (a live record of `kind`, newer than
+    every other) joined it, from the rows of its window read before (newest first, at most the
+    window's N): what `section_rows` reads after the insert."""
+    newest, _ = record_window(kind)
+    rows = [added, *before]
+    return rows[:newest] if newest is not None else rows[::-1]
 
 
 def section_value(name: str, rows: list[Any]) -> list[Any]:

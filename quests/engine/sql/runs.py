@@ -259,6 +259,16 @@ _RECORD_INSERT = """INSERT INTO checkpoints_record (
     VALUES (%(now)s, 'working', NULL, NULL, %(mission_id)s, %(run_id)s, %(kind)s, %(text)s, CAST(%(data)s AS {json}),
         %(blob_id)s, %(size_bytes)s, FALSE, NULL, FALSE, %(archived)s)
     RETURNING id"""
+# On PostgreSQL the statement also reads the window of the new record's section as it was before
+# the insert (a statement sees the rows as they were when it started), newest first, as JSON; the
+# service adds the new record to it (`section_reads.record_rows_after`) and makes the section without
+# reading again. A record that resolves another touches every record section: it reads them apart
+# (`with_section` false).
+_RECORD_WINDOW_PG = """SELECT id, kind, text, data, blob_id, size_bytes FROM checkpoints_record
+     WHERE mission_id = %(mission_id)s AND kind = %(kind)s AND NOT resolved AND NOT abandoned
+       AND NOT (archived AND %(unarchived_only)s) AND %(with_section)s
+     ORDER BY id DESC
+     LIMIT %(window)s"""
 RECORD_WRITE_PG = f"""
 WITH beat AS (
     {_RECORD_BEAT}
@@ -268,9 +278,13 @@ WITH beat AS (
     {_RECORD_RESOLVES}
     RETURNING id
 ), made AS (
-    {_RECORD_INSERT.format(json="jsonb")}
+    {_RECORD_INSERT.format(json="jsonb")}, CAST(data AS text)
+), window_before AS (
+    {_RECORD_WINDOW_PG}
 )
-SELECT made.id, (SELECT count(*) FROM resolution) FROM made"""
+SELECT made.id, (SELECT count(*) FROM resolution), made.data,
+       (SELECT CAST(coalesce(json_agg(w ORDER BY w.id DESC), '[]') AS text) FROM window_before AS w)
+  FROM made"""
 RECORD_WRITE_SQLITE = (_RECORD_BEAT, _RECORD_BLOB.format(bytes="blob"), _RECORD_RESOLVES, _RECORD_INSERT.format(json="text"))
 
 # --- The save state changed -------------------------------------------------------------------------
