@@ -85,7 +85,9 @@ def test_the_fast_save_reads_back_as_the_locked_one_does(agent, monkeypatch):
     fast = agent.get(f"langgraph/checkpoints?thread_id={thread_id}&checkpoint_ns=&limit=1").json()["items"][0]
 
     locked_id, locked_parent, _ = started(agent)
-    monkeypatch.setattr(engine_graph, "graph_put_read", lambda *args, **kwargs: None)  # every save takes the locked path
+    read = engine_graph.graph_put_read
+    # Every save takes the locked path: the read says who called, and nothing for the fast path.
+    monkeypatch.setattr(engine_graph, "graph_put_read", lambda *args, **kwargs: (read(*args, **kwargs)[0], None))
     for step in range(1, 3):
         locked_parent = put(agent, locked_id, step, locked_parent).json()["checkpoint_id"]
     monkeypatch.undo()

@@ -220,3 +220,41 @@ def test_counts_taken_by_the_authentication_are_exact_under_concurrent_threads(a
 
     seen = counted_by_threads(counted)
     assert sorted(seen) == list(range(1, 8 * 25 + 1))
+
+
+def test_a_langgraph_save_is_counted_once_by_its_first_statement(agent, counted_rate):
+    """QuestlogSaver.put authenticates its token in its own first statement (issue 20: two round
+    trips in all): that statement counts it, on the fast path and on the locked one alike (a
+    thread's first save takes the locked path), and the request past the rate is refused."""
+    from tests.test_graph_put_two_trips import put
+
+    with CaptureQueriesContext(connection) as first:
+        parent = put(agent, "counted-thread", 0, None).json()["checkpoint_id"]  # the locked path
+    (statement,) = cache_statements(first)
+    assert "quests_agenttoken" in statement and "quests_graphthread" in statement
+    with CaptureQueriesContext(connection) as fast:
+        parent = put(agent, "counted-thread", 1, parent).json()["checkpoint_id"]
+    assert len(cache_statements(fast)) == 1 and len(fast) == 2  # the read (with the count) and the write
+    assert put(agent, "counted-thread", 2, parent).status_code == 201
+    refused = put(agent, "counted-thread", 3, parent)
+    assert refused.status_code == 429, refused.content
+
+
+def test_a_langgraph_save_with_a_token_that_is_not_valid_is_refused_and_not_counted(counted_rate, client, alice):
+    from quests.models import AgentToken
+    from quests.services.tokens import token_create, token_revoke
+    from tests.conftest import ApiClient
+    from tests.test_graph_put_two_trips import put
+
+    _, raw = token_create(user=alice, name="soon revoked")
+    revoked = ApiClient(client, raw)
+    assert put(revoked, "revoked-thread", 0, None).status_code == 201
+    token_revoke(user=alice, token_id=AgentToken.objects.get(name="soon revoked").pk)
+    with connection.cursor() as cursor:
+        cursor.execute("DELETE FROM questlog_cache")
+    for bearer in (ApiClient(client, "qlt_made_up"), revoked):
+        answer = put(bearer, "revoked-thread", 1, None)
+        assert answer.status_code == 401 and answer.json()["error"]["code"] == "unauthenticated", answer.content
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM questlog_cache")
+        assert cursor.fetchone() == (0,)

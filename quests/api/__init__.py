@@ -173,7 +173,7 @@ def _field_path(loc: tuple[Any, ...]) -> list[str]:
 @api.exception_handler(AuthenticationError)
 @api.exception_handler(Unauthenticated)
 def on_unauthenticated(request: HttpRequest, exc: Exception) -> HttpResponse:
-    return error_response(401, "unauthenticated", "Send a valid agent token (Authorization: Bearer …) or sign in.")
+    return error_response(401, "unauthenticated", Unauthenticated.MESSAGE)
 
 
 @api.exception_handler(HttpError)

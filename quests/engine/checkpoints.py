@@ -46,30 +46,14 @@ def checkpoint_read(who: Caller | Credentials, run_id: int, key: Key, count: Cou
     """Round trip 1 of the agent's checkpoint: authenticate, read the run, its mission, the head's
     parts and the key's earlier answer, and allocate the checkpoint's id; None when the token is
     not valid. With `count` (PostgreSQL) it also counts the request of a valid token (`count.value`)."""
-    credentials = who if isinstance(who, Credentials) else None
-    caller = who if isinstance(who, Caller) else Caller(user_id=0)
-    params = {
-        "token_hash": credentials.token_hash if credentials else None,
-        "user_id": caller.user_id,
-        "token_mission_id": caller.token_mission_id,
-        "run_id": run_id,
-        "key": key.key,
-        "key_suffix": key.suffix,
-    }
+    params = {**who_params(who), "run_id": run_id, "key": key.key, "key_suffix": key.suffix}
     if count is not None:
         rows = count.fetch(runs_sql.CHECKPOINT_READ_COUNTED_PG, runs_sql.COUNTED_CALLER_ROW_PG, params)
     else:
         rows = runner.fetch(runs_sql.CHECKPOINT_READ_PG if runner.is_postgresql() else runs_sql.CHECKPOINT_READ_SQLITE, params)
     if not rows:
         return None
-    (user_id, token_id, token_mission_id, last_used_at), row = rows[0][:4], rows[0][4:]
-    seen = Seen(
-        caller=Caller(user_id=user_id, token_mission_id=token_mission_id),
-        token_id=token_id,
-        token_last_used_at=runner.field_value(AgentToken, "last_used_at", last_used_at),
-        locked=None,
-        claim=None,
-    )
+    seen, row = seen_caller(rows[0])
     if row[0] is None:
         return seen
     seen.locked = locked_from_row(row)
@@ -77,6 +61,26 @@ def checkpoint_read(who: Caller | Credentials, run_id: int, key: Key, count: Cou
     if checkpoint_id is not None:
         seen.claim = Claim(mission_seen=mission_seen, checkpoint_id=checkpoint_id)
     return seen
+
+
+def who_params(who: Caller | Credentials) -> dict[str, Any]:
+    """The parameters of a statement that starts with who is calling (`runs_sql._CALLER`): an
+    agent token by its hash, or a caller already known."""
+    caller = who if isinstance(who, Caller) else Caller(user_id=0)
+    return {"token_hash": who.token_hash if isinstance(who, Credentials) else None, **caller.params()}
+
+
+def seen_caller(row: tuple) -> tuple[Seen, tuple]:
+    """Who called, from the first columns of such a statement's row, and the rest of the row."""
+    user_id, token_id, token_mission_id, last_used_at = row[:4]
+    seen = Seen(
+        caller=Caller(user_id=user_id, token_mission_id=token_mission_id),
+        token_id=token_id,
+        token_last_used_at=runner.field_value(AgentToken, "last_used_at", last_used_at),
+        locked=None,
+        claim=None,
+    )
+    return seen, row[4:]
 
 
 @dataclass

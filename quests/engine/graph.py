@@ -7,9 +7,9 @@ from datetime import datetime
 from typing import Any
 
 from quests.engine import runner
-from quests.engine.checkpoints import Claim
-from quests.engine.sql import graph as graph_sql
-from quests.engine.writes import MISSION_WIDTH, RUN_WIDTH, Caller, Locked, locked_from_row
+from quests.engine.checkpoints import Claim, Seen, seen_caller, who_params
+from quests.engine.sql import graph as graph_sql, runs as runs_sql
+from quests.engine.writes import MISSION_WIDTH, RUN_WIDTH, Caller, Count, Credentials, Locked, locked_from_row
 
 
 @dataclass(frozen=True)
@@ -38,16 +38,26 @@ class GraphSeen:
     graph_row_id: int
 
 
-def graph_put_read(caller: Caller, *, thread_id: str, ns: str, graph_id: str, parent_graph_id: str) -> GraphSeen | None:
-    """Round trip 1 of the saver's put (PostgreSQL, autocommit): None when the caller has no such
-    live thread, or its mission no active run."""
-    params = {**caller.params(), "thread_id": thread_id, "ns": ns, "graph_id": graph_id, "parent_graph_id": parent_graph_id}
-    rows = runner.fetch(graph_sql.GRAPH_PUT_READ_PG, params)
+def graph_put_read(
+    who: Caller | Credentials, *, thread_id: str, ns: str, graph_id: str, parent_graph_id: str, count: Count | None = None
+) -> tuple[Seen, GraphSeen | None] | None:
+    """Round trip 1 of the saver's put (PostgreSQL, autocommit): who called (None when the token
+    is not valid) and what the put's fast path needs (None when the caller has no such live
+    thread, or its mission no active run). With `count` it also counts the request of a valid
+    token (`count.value`)."""
+    params = {**who_params(who), "thread_id": thread_id, "ns": ns, "graph_id": graph_id, "parent_graph_id": parent_graph_id}
+    if count is not None:
+        rows = count.fetch(graph_sql.GRAPH_PUT_READ_COUNTED_PG, runs_sql.COUNTED_CALLER_ROW_PG, params)
+    else:
+        rows = runner.fetch(graph_sql.GRAPH_PUT_READ_PG, params)
     if not rows:
         return None
-    mission_seen, checkpoint_id, graph_row_id, known, parent_channels = rows[0][RUN_WIDTH + MISSION_WIDTH + 6 :]
-    return GraphSeen(
-        locked=locked_from_row(rows[0]),
+    seen, row = seen_caller(rows[0])
+    if row[0] is None:
+        return seen, None
+    mission_seen, checkpoint_id, graph_row_id, known, parent_channels = row[RUN_WIDTH + MISSION_WIDTH + 6 :]
+    return seen, GraphSeen(
+        locked=locked_from_row(row),
         known=known,
         parent_channels=runner.json_value(parent_channels),
         claim=Claim(mission_seen=mission_seen, checkpoint_id=checkpoint_id),

@@ -9,7 +9,7 @@ from ninja import Query, Router, Schema, Status
 from pydantic import AfterValidator, Field, StringConstraints, WithJsonSchema
 
 from quests import limits, storable
-from quests.api.auth import actor
+from quests.api.auth import actor, authenticated_by_service
 from quests.api.responses import ACT, BODY, READ, answers
 from quests.api.schemas import JSON_QUERY_MARKER, JSON_VALUE_MARKER, STORABLE, In, Int, JsonObject, StorableJson
 from quests.langgraph.services import history, reads, saves, threads
@@ -258,7 +258,7 @@ def _metadata_filter(text: str | None) -> dict[str, Any]:
 @router.post("/langgraph/checkpoints", response=answers({201: SavedOut}, *WRITE), operation_id="quests_api_graph_put_checkpoint")
 def put_checkpoint(request: HttpRequest, body: GraphCheckpointIn):
     row = saves.graph_put(
-        actor=actor(request),
+        actor=authenticated_by_service(request),
         thread_id=body.thread_id,
         ns=body.checkpoint_ns,
         graph_id=body.checkpoint["id"],

@@ -41,6 +41,7 @@ class Unauthenticated(ServiceError):
 
     status = 401
     code = "unauthenticated"
+    MESSAGE = "Send a valid agent token (Authorization: Bearer …) or sign in."
 
 
 class Forbidden(ServiceError):

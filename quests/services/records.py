@@ -36,7 +36,7 @@ def checkpoint_create(
     counting = throttle.api_counting(actor.token_hash) if isinstance(actor, writes.Credentials) else None
     seen = engine_checkpoints.checkpoint_read(actor if isinstance(actor, writes.Credentials) else locking.caller(actor), run_id, keyed, counting)
     if seen is None:
-        raise Unauthenticated("Send a valid agent token (Authorization: Bearer …) or sign in.")
+        raise Unauthenticated(Unauthenticated.MESSAGE)
     if isinstance(actor, writes.Credentials):
         throttle.api_request_count(actor.token_hash, receipt=False, counted=counting)
     use_due = seen.token_id if tokens.use_due(seen.token_last_used_at) else None

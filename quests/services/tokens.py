@@ -10,7 +10,7 @@ from quests.engine import reads, writes
 from quests.models import AgentToken, Mission
 from quests.services import throttle
 from quests.services.audit import Actor, audit
-from quests.services.errors import InvalidInput, NotFound
+from quests.services.errors import InvalidInput, NotFound, Unauthenticated
 
 TOKEN_PREFIX = "qlt_"
 USE_RECORDED_EVERY = timedelta(minutes=1)
@@ -33,17 +33,36 @@ def token_request(raw: str, *, receipt: bool) -> AgentToken | None:
     """An agent's request: its token authenticated and, when valid, counted against its rate
     (quests.services.throttle; RateLimited past it, unless a `receipt`). Where the rate is counted
     in the database's cache, the count is taken by the statement that authenticates: one round trip."""
-    counting = throttle.api_counting(hash_token(raw))
-    token = token_authenticate(raw, count=counting)
-    if token is not None:
+    return token_request_hashed(hash_token(raw), receipt=receipt)
+
+
+def token_request_hashed(token_hash: str, *, receipt: bool, count: bool = True) -> AgentToken | None:
+    """`token_request` for a token known by its hash; `count=False` for a request already counted
+    (by a service's own statement that authenticated it, before it took a path that needs the token)."""
+    counting = throttle.api_counting(token_hash) if count else None
+    token = _authenticated(token_hash, counting)
+    if token is not None and count:
         throttle.api_request_count(token.token_hash, receipt=receipt, counted=counting)
     return token
 
 
+def credentials_actor(credentials: writes.Credentials, *, counted: bool) -> Actor:
+    """Who an agent token's credentials stand for, for a service that was handed them (their
+    request `counted` already, or not): Unauthenticated when the token is not valid."""
+    token = token_request_hashed(credentials.token_hash, receipt=False, count=not counted)
+    if token is None:
+        raise Unauthenticated(Unauthenticated.MESSAGE)
+    return Actor(user=token.user, token=token)
+
+
 def token_authenticate(raw: str, *, count: writes.Count | None = None) -> AgentToken | None:
+    return _authenticated(hash_token(raw), count)
+
+
+def _authenticated(token_hash: str, count: writes.Count | None) -> AgentToken | None:
     # Every agent request but the checkpoint starts here: the engine's prepared read, not a
     # query the ORM compiles on each call.
-    token = reads.agent_token(hash_token(raw), count)
+    token = reads.agent_token(token_hash, count)
     if token is None or not token.user.is_active:
         return None
     if use_due(token.last_used_at):

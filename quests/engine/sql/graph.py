@@ -1,34 +1,44 @@
 """The LangGraph saver's server side: put (a LangGraph checkpoint in two round trips), put_writes
 (pending writes) and get_tuple (a thread's checkpoint with its writes)."""
 
-from quests.engine.sql.runs import _HEAD_REFS_PG, _HEAD_SEEN_COLUMNS, _HEAD_SEEN_JOIN, CHECKPOINT_CLAIMED_WRITE_PG, MISSION_COLUMNS, RUN_COLUMNS
+from quests.engine.sql.runs import _CALLER, _HEAD_REFS_PG, _HEAD_SEEN_COLUMNS, _HEAD_SEEN_JOIN, CHECKPOINT_CLAIMED_WRITE_PG, MISSION_COLUMNS, RUN_COLUMNS
 
 # --- The LangGraph saver's put, in two round trips ------------------------------------------------
-# Round trip 1, in autocommit, locking nothing: the caller's live thread, its mission and the
-# mission's active run (the session run; none: no row), read as the agent's checkpoint reads a run
-# (`CHECKPOINT_READ_PG`: the run, the mission, the head's agent-state refs, no key), whether the
-# checkpoint is saved already, the parent's channel map (unchanged channels refer to its blobs),
-# a fingerprint of the mission row, and the ids the Questlog checkpoint and the LangGraph row will
-# have. No row (no such live thread, no run): the service takes the locked path, as it does a
-# save already made, a stale session run, or a channel the parent does not hold.
+# Round trip 1, in autocommit, locking nothing: who is calling (as the agent's checkpoint reads it:
+# an agent token by its hash, or a signed-in user as given), then the caller's live thread, its
+# mission and the mission's active run (the session run), read as the agent's checkpoint reads a
+# run (`CHECKPOINT_READ_PG`: the run, the mission, the head's agent-state refs, no key), whether the
+# checkpoint is saved already, the parent's channel map (unchanged channels refer to its blobs), a
+# fingerprint of the mission row, and the ids the Questlog checkpoint and the LangGraph row will
+# have. No row: the caller is not authenticated. A row without a run (no such live thread, no
+# run): the service takes the locked path, as it does a save already made, a stale session run,
+# or a channel the parent does not hold.
 GRAPH_PUT_READ_PG = f"""
-SELECT {RUN_COLUMNS}, {MISSION_COLUMNS},
+SELECT who.user_id, who.token_id, who.token_mission_id, who.last_used_at,
+       {RUN_COLUMNS}, {MISSION_COLUMNS},
        {_HEAD_SEEN_COLUMNS.format(head_refs=_HEAD_REFS_PG)},
        NULL AS replay_object_id, NULL AS replay_request_hash,
        md5(CAST(m AS text)) AS mission_seen,
-       nextval('checkpoints_checkpoint_id_seq') AS checkpoint_id,
-       nextval('checkpoints_graphcheckpoint_id_seq') AS graph_row_id,
+       CASE WHEN r.id IS NOT NULL THEN nextval('checkpoints_checkpoint_id_seq') END AS checkpoint_id,
+       CASE WHEN r.id IS NOT NULL THEN nextval('checkpoints_graphcheckpoint_id_seq') END AS graph_row_id,
        EXISTS (SELECT 1 FROM checkpoints_graphcheckpoint k
                 WHERE k.mission_id = m.id AND k.ns = %(ns)s AND k.graph_id = %(graph_id)s) AS known,
        (SELECT p.channels FROM checkpoints_graphcheckpoint p
          WHERE p.mission_id = m.id AND p.ns = %(ns)s AND p.graph_id = %(parent_graph_id)s) AS parent_channels
-  FROM quests_graphthread t
-  JOIN quests_mission m ON m.id = t.mission_id
-  JOIN quests_run r ON r.id = m.active_run_id
-  {_HEAD_SEEN_JOIN}
- WHERE t.owner_id = %(user_id)s AND t.thread_id = %(thread_id)s AND t.deleted_at IS NULL
-   AND m.owner_id = %(user_id)s
-   AND (CAST(%(token_mission_id)s AS bigint) IS NULL OR m.id = %(token_mission_id)s)"""
+  FROM ({_CALLER}) who
+  LEFT JOIN (quests_graphthread t
+             JOIN quests_mission m ON m.id = t.mission_id
+             JOIN quests_run r ON r.id = m.active_run_id)
+         ON t.owner_id = who.user_id AND t.thread_id = %(thread_id)s AND t.deleted_at IS NULL
+        AND m.owner_id = who.user_id
+        AND (who.token_mission_id IS NULL OR m.id = who.token_mission_id)
+  {_HEAD_SEEN_JOIN}"""
+# The same, counting the request of a valid agent token against its rate in the database's cache
+# (as CHECKPOINT_READ_COUNTED_PG does): the count is the last column.
+GRAPH_PUT_READ_COUNTED_PG = """
+WITH counted AS (
+    {count}
+)""" + GRAPH_PUT_READ_PG.replace("AS parent_channels", "AS parent_channels,\n       (SELECT value FROM counted) AS api_count", 1)
 
 
 def _spliced(text: str, anchor: str, added: str) -> str:

@@ -12,7 +12,7 @@ a checkpoint sends only the channels in LangGraph's `new_versions` and refers to
 
 from dataclasses import replace
 from datetime import timedelta
-from typing import Any, Literal, overload
+from typing import Any, Literal, cast, overload
 
 from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, IntegrityError, transaction
@@ -24,10 +24,10 @@ from quests.engine import graph as engine_graph, runner, writes as engine_writes
 from quests.langgraph.models import GraphCheckpoint, GraphWrite
 from quests.langgraph.services.channels import channels_known, channels_resolved
 from quests.models import ApprovalStatus, GraphThread, Mission, MissionStatus, Run
-from quests.services import approvals, machine, missions, runs, savestate
+from quests.services import approvals, machine, missions, runs, savestate, throttle, tokens
 from quests.services.access import visible
 from quests.services.audit import Actor
-from quests.services.errors import Conflict, InvalidInput, NotFound, ServiceError, mission_not_startable
+from quests.services.errors import Conflict, InvalidInput, NotFound, ServiceError, Unauthenticated, mission_not_startable
 from quests.services.locking import caller, named_now
 
 SESSION_AGENT = "langgraph"
@@ -169,7 +169,7 @@ def _beat(run: Run | None) -> None:
 
 def graph_put(
     *,
-    actor: Actor,
+    actor: Actor | engine_writes.Credentials,
     thread_id: str,
     ns: str,
     graph_id: str,
@@ -183,7 +183,8 @@ def graph_put(
     """Save one LangGraph checkpoint. `channels` holds only the channels LangGraph says changed
     ({name: {"version", "value"}}); every other channel of `skeleton["channel_versions"]` refers to
     the blob an earlier checkpoint of the namespace stored for that version. Saving an id that is
-    already saved answers the saved one (a retried request)."""
+    already saved answers the saved one (a retried request). An agent token's `Credentials` are
+    authenticated (and its request counted) by the fast path's first statement."""
     versions = skeleton.get("channel_versions") or {}
     if not isinstance(versions, dict):
         raise InvalidInput("checkpoint.channel_versions must be an object.", field="checkpoint.channel_versions")
@@ -197,9 +198,12 @@ def graph_put(
         run_ref=str(metadata.get("run_id") or "")[:100],
     )
     note = f"LangGraph {metadata.get('source', 'checkpoint')} step {metadata.get('step', '?')}"[:200]
-    saved = _put_unlocked(actor, thread_id, row, versions, channels, note) if runner.is_postgresql() and actor.user is not None else None
-    if saved is not None:
-        return saved
+    if runner.is_postgresql() and (isinstance(actor, engine_writes.Credentials) or actor.user is not None):
+        saved, actor = _put_unlocked(actor, thread_id, row, versions, channels, note)
+        if saved is not None:
+            return saved
+    elif isinstance(actor, engine_writes.Credentials):
+        actor = tokens.credentials_actor(actor, counted=False)
     with transaction.atomic():
         mission = lock_thread(actor, thread_id, title=title, mission_id=mission_id)
         known = {
@@ -224,29 +228,57 @@ def graph_put(
 
 
 def _put_unlocked(
-    actor: Actor, thread_id: str, row: engine_graph.GraphRow, versions: dict[str, Any], channels: dict[str, dict[str, Any]], note: str
-) -> GraphCheckpoint | None:
-    """The save in two autocommit statements, as the agent's checkpoint is made (PostgreSQL): the
-    live thread's mission and session run read without a lock, then the checkpoint and its row
-    written only if the mission row is still as read. None, with nothing written, sends the save
-    down the locked path: a first save or a deleted thread, a save already made, a session run to
-    start, a channel its parent does not hold, or a mission that moved after the read."""
-    seen = engine_graph.graph_put_read(caller(actor), thread_id=thread_id, ns=row.ns, graph_id=row.graph_id, parent_graph_id=row.parent_graph_id)
+    actor: Actor | engine_writes.Credentials,
+    thread_id: str,
+    row: engine_graph.GraphRow,
+    versions: dict[str, Any],
+    channels: dict[str, dict[str, Any]],
+    note: str,
+) -> tuple[GraphCheckpoint | None, Actor]:
+    """The save in two autocommit statements, as the agent's checkpoint is made (PostgreSQL): who
+    calls, the live thread's mission and session run read without a lock, then the checkpoint and
+    its row written only if the mission row is still as read. Without the save (None), nothing is
+    written and the locked path saves it, for the actor returned: a first save or a deleted thread,
+    a save already made, a session run to start, a channel its parent does not hold, or a mission
+    that moved after the read."""
+    credentials = actor if isinstance(actor, engine_writes.Credentials) else None
+    # An agent token's request is counted against its rate by the same statement where the cache allows.
+    counting = throttle.api_counting(credentials.token_hash) if credentials else None
+    read = engine_graph.graph_put_read(
+        credentials or caller(cast(Actor, actor)),
+        thread_id=thread_id,
+        ns=row.ns,
+        graph_id=row.graph_id,
+        parent_graph_id=row.parent_graph_id,
+        count=counting,
+    )
+    if read is None:
+        raise Unauthenticated(Unauthenticated.MESSAGE)
+    who, seen = read
+    if credentials is not None:
+        throttle.api_request_count(credentials.token_hash, receipt=False, counted=counting)
+    use_due = who.token_id if tokens.use_due(who.token_last_used_at) else None
+
+    def locked_path() -> tuple[None, Actor]:
+        # Authenticated again in full for the locked path (its token's use recorded then); the
+        # request was counted by the read.
+        return None, (tokens.credentials_actor(credentials, counted=True) if credentials else cast(Actor, actor))
+
     if seen is None or seen.known or seen.locked.run.is_stale():
-        return None
+        return locked_path()
     resolved, contents, missing = channels_known(versions, channels, seen.parent_channels)
     if missing:
-        return None
+        return locked_path()
     refs = {name: sha for name, (_, sha, _) in resolved.items()}
     row = replace(row, channels={name: list(item) for name, item in resolved.items()})
     agent_parts = (refs, contents, sum(item[2] for item in resolved.values()))
-    claim = engine_graph.graph_claim(seen, row)
+    claim = replace(engine_graph.graph_claim(seen, row), used_token_id=use_due)
     checkpoint = savestate.take_checkpoint_unless_moved(seen.locked, agent_parts=agent_parts, note=note, key=NO_KEY, claim=claim)
     if checkpoint is None:
-        return None
+        return locked_path()
     saved = GraphCheckpoint(id=seen.graph_row_id, checkpoint=checkpoint, mission_id=checkpoint.mission_id, created_at=checkpoint.created_at, **vars(row))
     saved._state.adding, saved._state.db = False, DEFAULT_DB_ALIAS
-    return saved
+    return saved, cast(Actor, actor)
 
 
 def graph_put_writes(
