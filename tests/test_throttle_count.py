@@ -258,3 +258,34 @@ def test_a_langgraph_save_with_a_token_that_is_not_valid_is_refused_and_not_coun
     with connection.cursor() as cursor:
         cursor.execute("SELECT count(*) FROM questlog_cache")
         assert cursor.fetchone() == (0,)
+
+
+def test_a_langgraph_task_write_is_one_statement_that_authenticates_and_counts(agent, counted_rate, client):
+    """put_writes on a live thread is one round trip in all (issue 20): its statement authenticates
+    the token and counts the request; past the rate it is refused, and a made-up token is refused
+    and not counted."""
+    from tests.conftest import ApiClient
+    from tests.test_graph_put_two_trips import put
+
+    graph_id = put(agent, "writes-thread", 0, None).json()["checkpoint_id"]
+    body = {
+        "thread_id": "writes-thread",
+        "checkpoint_id": graph_id,
+        "task_id": "t1",
+        "writes": [{"idx": 0, "channel": "k01", "value": {"type": "json", "data": 1}}],
+    }
+    with CaptureQueriesContext(connection) as captured:
+        assert agent.post("langgraph/writes", body).status_code == 200
+    # (The test's own transaction makes the service's transaction a savepoint.)
+    statements = [q["sql"] for q in captured.captured_queries if q["sql"] not in ("BEGIN", "COMMIT") and "SAVEPOINT" not in q["sql"]]
+    assert len(statements) == 1 and "quests_agenttoken" in statements[0] and "questlog_cache" in statements[0]
+    for _ in range(counted_rate - 2):
+        assert agent.post("langgraph/writes", body).status_code == 200
+    assert agent.post("langgraph/writes", body).status_code == 429
+    with connection.cursor() as cursor:
+        cursor.execute("DELETE FROM questlog_cache")
+    refused = ApiClient(client, "qlt_made_up").post("langgraph/writes", body)
+    assert refused.status_code == 401 and refused.json()["error"]["code"] == "unauthenticated"
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM questlog_cache")
+        assert cursor.fetchone() == (0,)

@@ -49,7 +49,7 @@ class AgentTokenAuth(HttpBearer):
 
 # The agent's hottest writes, whose services authenticate an agent token in their own first
 # statement (quests.engine.writes.Credentials): by their views' names.
-SERVICE_AUTHENTICATED = frozenset({"create_checkpoint", "put_checkpoint"})
+SERVICE_AUTHENTICATED = frozenset({"create_checkpoint", "put_checkpoint", "put_writes"})
 
 
 @dataclass

@@ -93,15 +93,18 @@ class GraphWrites:
     title: str = ""
 
 
-def graph_writes_put(caller: Caller, put: GraphWrites, *, fresh_after: datetime) -> int | None:
+def graph_writes_put(who: Caller | Credentials, put: GraphWrites, *, fresh_after: datetime, count: Count | None = None) -> tuple[Seen, int | None] | None:
     """Keep the writes on the caller's live thread whose session run has beaten since
-    `fresh_after`: the mission's id, or None (nothing written) when there is no such thread and run."""
+    `fresh_after`: who called and the mission's id, or None for it (nothing written) when there is
+    no such thread and run. None when the token is not valid. An agent token's `Credentials`
+    (PostgreSQL) are authenticated by the same statement, which with `count` also counts the
+    request (`count.value`); SQLite takes a `Caller` (authenticated before)."""
     # One batch may hold a special channel several times at one index: the last one counts, as in
     # LangGraph's own savers (PostgreSQL's upsert refuses to touch one row twice).
     special = list({idx: (idx, channel, value) for idx, channel, value in put.writes if idx < 0}.values())
     ordinary = [write for write in put.writes if write[0] >= 0]
     params: dict[str, Any] = {
-        **caller.params(),
+        **who_params(who),
         "thread_id": put.thread_id,
         "ns": put.ns,
         "graph_id": put.graph_id,
@@ -116,12 +119,21 @@ def graph_writes_put(caller: Caller, put: GraphWrites, *, fresh_after: datetime)
             params[f"{kind}_idx"] = [idx for idx, _, _ in rows]
             params[f"{kind}_channels"] = [channel for _, channel, _ in rows]
             params[f"{kind}_values"] = [runner.json_text(value) for _, _, value in rows]
-        found = runner.fetch(graph_sql.GRAPH_WRITES_PG, params)
-        return found[0][0] if found else None
+        if count is not None:
+            rows = count.fetch(graph_sql.GRAPH_WRITES_COUNTED_PG, runs_sql.COUNTED_CALLER_ROW_PG, params)
+        else:
+            rows = runner.fetch(graph_sql.GRAPH_WRITES_PG, params)
+        if not rows:
+            return None
+        seen, (written,) = seen_caller(rows[0])
+        return seen, written
+    if not isinstance(who, Caller):
+        raise ValueError("SQLite keeps a task's writes for a caller authenticated before.")
+    caller = Seen(caller=who, token_id=None, token_last_used_at=None, locked=None, claim=None)
     target, replace, keep, title, beat = graph_sql.GRAPH_WRITES_SQLITE
     ((found, _),) = runner.steps([(target, params)])
     if not found:
-        return None
+        return caller, None
     mission_id, run_id, _ = found[0]
     at = {**params, "mission_id": mission_id, "run_id": run_id}
     runner.steps(
@@ -129,4 +141,4 @@ def graph_writes_put(caller: Caller, put: GraphWrites, *, fresh_after: datetime)
         + [(keep, {**at, "idx": idx, "channel": channel, "value": runner.json_text(value)}) for idx, channel, value in ordinary]
         + [(title, at), (beat, at)]
     )
-    return mission_id
+    return caller, mission_id

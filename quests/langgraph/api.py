@@ -282,7 +282,7 @@ def put_checkpoint(request: HttpRequest, body: GraphCheckpointIn):
 @router.post("/langgraph/writes", response=answers(WritesOut, *WRITE), operation_id="quests_api_graph_put_writes")
 def put_writes(request: HttpRequest, body: GraphWritesIn):
     made = saves.graph_put_writes(
-        actor=actor(request),
+        actor=authenticated_by_service(request),
         thread_id=body.thread_id,
         ns=body.checkpoint_ns,
         graph_id=body.checkpoint_id,

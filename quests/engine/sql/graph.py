@@ -1,7 +1,16 @@
 """The LangGraph saver's server side: put (a LangGraph checkpoint in two round trips), put_writes
 (pending writes) and get_tuple (a thread's checkpoint with its writes)."""
 
-from quests.engine.sql.runs import _CALLER, _HEAD_REFS_PG, _HEAD_SEEN_COLUMNS, _HEAD_SEEN_JOIN, CHECKPOINT_CLAIMED_WRITE_PG, MISSION_COLUMNS, RUN_COLUMNS
+from quests.engine.sql.runs import (
+    _CALLER,
+    _HEAD_REFS_PG,
+    _HEAD_SEEN_COLUMNS,
+    _HEAD_SEEN_JOIN,
+    CHECKPOINT_CLAIMED_WRITE_PG,
+    MISSION_COLUMNS,
+    RUN_COLUMNS,
+    counted_pg,
+)
 
 # --- The LangGraph saver's put, in two round trips ------------------------------------------------
 # Round trip 1, in autocommit, locking nothing: who is calling (as the agent's checkpoint reads it:
@@ -33,12 +42,7 @@ SELECT who.user_id, who.token_id, who.token_mission_id, who.last_used_at,
         AND m.owner_id = who.user_id
         AND (who.token_mission_id IS NULL OR m.id = who.token_mission_id)
   {_HEAD_SEEN_JOIN}"""
-# The same, counting the request of a valid agent token against its rate in the database's cache
-# (as CHECKPOINT_READ_COUNTED_PG does): the count is the last column.
-GRAPH_PUT_READ_COUNTED_PG = """
-WITH counted AS (
-    {count}
-)""" + GRAPH_PUT_READ_PG.replace("AS parent_channels", "AS parent_channels,\n       (SELECT value FROM counted) AS api_count", 1)
+GRAPH_PUT_READ_COUNTED_PG = counted_pg(GRAPH_PUT_READ_PG, last_column="AS parent_channels")
 
 
 def _spliced(text: str, anchor: str, added: str) -> str:
@@ -79,12 +83,12 @@ GRAPH_PUT_CLAIMED_WRITE_PG = _spliced(
 # then takes its general path (first write of a thread, a run to start, a deleted thread).
 _GRAPH_WRITES_TARGET = """
 SELECT m.id, m.active_run_id, m.title
-  FROM quests_mission m
+  FROM {who}quests_mission m
   JOIN quests_graphthread t ON t.mission_id = m.id
   JOIN quests_run r ON r.id = m.active_run_id
  WHERE t.thread_id = %(thread_id)s AND t.deleted_at IS NULL
-   AND m.owner_id = %(user_id)s
-   AND (CAST(%(token_mission_id)s AS bigint) IS NULL OR m.id = %(token_mission_id)s)
+   AND m.owner_id = {user_id}
+   AND ({token_mission_id} IS NULL OR m.id = {token_mission_id})
    AND r.heartbeat_at >= %(fresh_after)s
  LIMIT 1"""
 _GRAPH_WRITE_INSERT = """INSERT INTO checkpoints_graphwrite (
@@ -101,8 +105,13 @@ _GRAPH_WRITE_VALUES = """VALUES (%(now)s, 'working', NULL, NULL, %(mission_id)s,
 _GRAPH_WRITES_TITLE = """UPDATE quests_mission SET title = substr(%(title)s, 1, 200), objective = %(title)s, updated_at = %(now)s
      WHERE id = {mission_id} AND %(title)s <> '' AND title = %(thread_id)s"""
 _GRAPH_WRITES_BEAT = "UPDATE quests_run SET heartbeat_at = %(now)s WHERE id = {run_id}"
+# On PostgreSQL the statement starts with who is calling (as the agent's checkpoint reads it), so
+# that a put_writes is one round trip, authentication included: no row, the caller is not
+# authenticated; a row without a mission, nothing was written.
 GRAPH_WRITES_PG = f"""
-WITH target AS ({_GRAPH_WRITES_TARGET}
+WITH who AS (
+    {_CALLER}
+), target AS ({_GRAPH_WRITES_TARGET.format(who="who, ", user_id="who.user_id", token_mission_id="who.token_mission_id")}
        FOR UPDATE OF m
 ), replaced AS (
     {_GRAPH_WRITE_INSERT.format(rows=_GRAPH_WRITES_UNNEST.format(kind="special"), on_conflict=_GRAPH_WRITE_REPLACES)}
@@ -113,9 +122,10 @@ WITH target AS ({_GRAPH_WRITES_TARGET}
 ), beat AS (
     {_GRAPH_WRITES_BEAT.format(run_id="(SELECT active_run_id FROM target)")}
 )
-SELECT id FROM target"""
+SELECT who.user_id, who.token_id, who.token_mission_id, who.last_used_at, (SELECT id FROM target) AS mission_id FROM who"""
+GRAPH_WRITES_COUNTED_PG = counted_pg(GRAPH_WRITES_PG, last_column="AS mission_id")
 GRAPH_WRITES_SQLITE = (
-    _GRAPH_WRITES_TARGET,
+    _GRAPH_WRITES_TARGET.format(who="", user_id="%(user_id)s", token_mission_id="CAST(%(token_mission_id)s AS bigint)"),
     _GRAPH_WRITE_INSERT.format(rows=_GRAPH_WRITE_VALUES, on_conflict=_GRAPH_WRITE_REPLACES),  # once per special write
     _GRAPH_WRITE_INSERT.format(rows=_GRAPH_WRITE_VALUES, on_conflict=_GRAPH_WRITE_KEEPS),  # once per ordinary write
     _GRAPH_WRITES_TITLE.format(mission_id="%(mission_id)s"),

@@ -154,12 +154,20 @@ CHECKPOINT_READ_PG = _CHECKPOINT_READ.format(
        md5(CAST(m AS text)) AS mission_seen,
        CASE WHEN r.id IS NOT NULL THEN nextval('checkpoints_checkpoint_id_seq') END AS checkpoint_id""",
 )
-# The same, counting the request of a valid agent token against its rate in the database's cache
-# (as AGENT_TOKEN_COUNTED_PG does): the count is the last column.
-CHECKPOINT_READ_COUNTED_PG = """
-WITH counted AS (
-    {count}
-)""" + CHECKPOINT_READ_PG.replace("AS checkpoint_id", "AS checkpoint_id,\n       (SELECT value FROM counted) AS api_count", 1)
+
+
+def counted_pg(statement: str, *, last_column: str) -> str:
+    """`statement`, which starts with who is calling (`_CALLER`), also counting the request of a
+    valid agent token against its rate in the database's cache (as AGENT_TOKEN_COUNTED_PG does;
+    `{count}`: the cache's upsert of COUNTED_CALLER_ROW_PG): the count is a column added after
+    its last one, `last_column`."""
+    assert statement.count(last_column) == 1, last_column
+    body = statement.replace(last_column, last_column + ",\n       (SELECT value FROM counted) AS api_count").strip()
+    counted = "WITH counted AS (\n    {count}\n)"
+    return counted + (", " + body.removeprefix("WITH ") if body.startswith("WITH ") else "\n" + body)
+
+
+CHECKPOINT_READ_COUNTED_PG = counted_pg(CHECKPOINT_READ_PG, last_column="AS checkpoint_id")
 COUNTED_CALLER_ROW_PG = f"SELECT %(count_key)s, '1', %(count_expires)s FROM ({_CALLER}) valid WHERE valid.token_id IS NOT NULL"
 # SQLite writes under its database lock (the locked path): nothing to fingerprint or allocate.
 CHECKPOINT_READ_SQLITE = _CHECKPOINT_READ.format(head_refs=_HEAD_REFS_SQLITE, extra=", NULL AS mission_seen, NULL AS checkpoint_id")

@@ -283,7 +283,7 @@ def _put_unlocked(
 
 def graph_put_writes(
     *,
-    actor: Actor,
+    actor: Actor | engine_writes.Credentials,
     thread_id: str,
     ns: str,
     graph_id: str,
@@ -301,9 +301,12 @@ def graph_put_writes(
     per interrupt id), and the session run ends waiting for them. `title` titles a mission still named after its thread.
 
     The usual call (a live thread whose session run is going, no interrupt) is one statement of
-    the engine; the first write of a thread, a run to start or interrupts take the general path."""
-    if not interrupts and actor.user is not None:
-        caller = engine_writes.Caller(user_id=actor.user.pk, token_mission_id=actor.token.mission_id if actor.token is not None else None)
+    the engine, which on PostgreSQL also authenticates an agent token's `Credentials` (and counts
+    its request); the first write of a thread, a run to start or interrupts take the general path."""
+    if isinstance(actor, engine_writes.Credentials) and (interrupts or not runner.is_postgresql()):
+        actor = tokens.credentials_actor(actor, counted=False)
+    credentials = actor if isinstance(actor, engine_writes.Credentials) else None
+    if not interrupts and (credentials is not None or cast(Actor, actor).user is not None):
         put = engine_graph.GraphWrites(
             thread_id=thread_id,
             ns=ns,
@@ -314,9 +317,23 @@ def graph_put_writes(
             title=title,
         )
         fresh_after = timezone.now() - timedelta(seconds=settings.QUESTLOG_HEARTBEAT_TIMEOUT)
+        # An agent token's request is counted against its rate by the same statement where the cache allows.
+        counting = throttle.api_counting(credentials.token_hash) if credentials else None
         with transaction.atomic():
-            if engine_graph.graph_writes_put(caller, put, fresh_after=fresh_after) is not None:
-                return []
+            kept = engine_graph.graph_writes_put(credentials or caller(cast(Actor, actor)), put, fresh_after=fresh_after, count=counting)
+        if kept is None:
+            raise Unauthenticated(Unauthenticated.MESSAGE)
+        who, written = kept
+        if credentials is not None:
+            throttle.api_request_count(credentials.token_hash, receipt=False, counted=counting)
+            if written is None:
+                # Authenticated again in full for the general path (its token's use recorded then).
+                actor = tokens.credentials_actor(credentials, counted=True)
+            elif tokens.use_due(who.token_last_used_at):
+                tokens.token_used(who.token_id)
+        if written is not None:
+            return []
+    actor = cast(Actor, actor)
     with transaction.atomic():
         mission = lock_thread(actor, thread_id, title=title, mission_id=mission_id)
         run = session_run(actor, mission)
