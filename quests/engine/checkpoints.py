@@ -46,14 +46,11 @@ def checkpoint_read(who: Caller | Credentials, run_id: int, key: Key, count: Cou
     """Round trip 1 of the agent's checkpoint: authenticate, read the run, its mission, the head's
     parts and the key's earlier answer, and allocate the checkpoint's id; None when the token is
     not valid. With `count` (PostgreSQL) it also counts the request of a valid token (`count.value`)."""
-    params = {**who_params(who), "run_id": run_id, "key": key.key, "key_suffix": key.suffix}
-    if count is not None:
-        rows = count.fetch(runs_sql.CHECKPOINT_READ_COUNTED_PG, runs_sql.COUNTED_CALLER_ROW_PG, params)
-    else:
-        rows = runner.fetch(runs_sql.CHECKPOINT_READ_PG if runner.is_postgresql() else runs_sql.CHECKPOINT_READ_SQLITE, params)
-    if not rows:
+    statement = runs_sql.CHECKPOINT_READ_PG if runner.is_postgresql() else runs_sql.CHECKPOINT_READ_SQLITE
+    read = as_who(who, statement, runs_sql.CHECKPOINT_READ_COUNTED_PG, {"run_id": run_id, "key": key.key, "key_suffix": key.suffix}, count)
+    if read is None:
         return None
-    seen, row = seen_caller(rows[0])
+    seen, row = read
     if row[0] is None:
         return seen
     seen.locked = locked_from_row(row)
@@ -63,15 +60,18 @@ def checkpoint_read(who: Caller | Credentials, run_id: int, key: Key, count: Cou
     return seen
 
 
-def who_params(who: Caller | Credentials) -> dict[str, Any]:
-    """The parameters of a statement that starts with who is calling (`runs_sql._CALLER`): an
-    agent token by its hash, or a caller already known."""
+def as_who(who: Caller | Credentials, statement: str, counted: str, params: dict[str, Any], count: Count | None) -> tuple[Seen, tuple] | None:
+    """Run a statement that starts with who is calling (`runs_sql._CALLER`: an agent token by its
+    hash, or a caller already known), or with `count` its `counted` form (`runs_sql.counted_pg`,
+    the count kept in `count.value`): who called and the rest of its row, or None when the
+    token is not valid."""
     caller = who if isinstance(who, Caller) else Caller(user_id=0)
-    return {"token_hash": who.token_hash if isinstance(who, Credentials) else None, **caller.params()}
+    params = {"token_hash": who.token_hash if isinstance(who, Credentials) else None, **caller.params(), **params}
+    rows = count.fetch(counted, runs_sql.COUNTED_CALLER_ROW_PG, params) if count is not None else runner.fetch(statement, params)
+    return _seen_caller(rows[0]) if rows else None
 
 
-def seen_caller(row: tuple) -> tuple[Seen, tuple]:
-    """Who called, from the first columns of such a statement's row, and the rest of the row."""
+def _seen_caller(row: tuple) -> tuple[Seen, tuple]:
     user_id, token_id, token_mission_id, last_used_at = row[:4]
     seen = Seen(
         caller=Caller(user_id=user_id, token_mission_id=token_mission_id),

@@ -7,8 +7,8 @@ from datetime import datetime
 from typing import Any
 
 from quests.engine import runner
-from quests.engine.checkpoints import Claim, Seen, seen_caller, who_params
-from quests.engine.sql import graph as graph_sql, runs as runs_sql
+from quests.engine.checkpoints import Claim, Seen, as_who
+from quests.engine.sql import graph as graph_sql
 from quests.engine.writes import MISSION_WIDTH, RUN_WIDTH, Caller, Count, Credentials, Locked, locked_from_row
 
 
@@ -45,14 +45,11 @@ def graph_put_read(
     is not valid) and what the put's fast path needs (None when the caller has no such live
     thread, or its mission no active run). With `count` it also counts the request of a valid
     token (`count.value`)."""
-    params = {**who_params(who), "thread_id": thread_id, "ns": ns, "graph_id": graph_id, "parent_graph_id": parent_graph_id}
-    if count is not None:
-        rows = count.fetch(graph_sql.GRAPH_PUT_READ_COUNTED_PG, runs_sql.COUNTED_CALLER_ROW_PG, params)
-    else:
-        rows = runner.fetch(graph_sql.GRAPH_PUT_READ_PG, params)
-    if not rows:
+    params = {"thread_id": thread_id, "ns": ns, "graph_id": graph_id, "parent_graph_id": parent_graph_id}
+    read = as_who(who, graph_sql.GRAPH_PUT_READ_PG, graph_sql.GRAPH_PUT_READ_COUNTED_PG, params, count)
+    if read is None:
         return None
-    seen, row = seen_caller(rows[0])
+    seen, row = read
     if row[0] is None:
         return seen, None
     mission_seen, checkpoint_id, graph_row_id, known, parent_channels = row[RUN_WIDTH + MISSION_WIDTH + 6 :]
@@ -104,7 +101,6 @@ def graph_writes_put(who: Caller | Credentials, put: GraphWrites, *, fresh_after
     special = list({idx: (idx, channel, value) for idx, channel, value in put.writes if idx < 0}.values())
     ordinary = [write for write in put.writes if write[0] >= 0]
     params: dict[str, Any] = {
-        **who_params(who),
         "thread_id": put.thread_id,
         "ns": put.ns,
         "graph_id": put.graph_id,
@@ -119,16 +115,14 @@ def graph_writes_put(who: Caller | Credentials, put: GraphWrites, *, fresh_after
             params[f"{kind}_idx"] = [idx for idx, _, _ in rows]
             params[f"{kind}_channels"] = [channel for _, channel, _ in rows]
             params[f"{kind}_values"] = [runner.json_text(value) for _, _, value in rows]
-        if count is not None:
-            rows = count.fetch(graph_sql.GRAPH_WRITES_COUNTED_PG, runs_sql.COUNTED_CALLER_ROW_PG, params)
-        else:
-            rows = runner.fetch(graph_sql.GRAPH_WRITES_PG, params)
-        if not rows:
+        read = as_who(who, graph_sql.GRAPH_WRITES_PG, graph_sql.GRAPH_WRITES_COUNTED_PG, params, count)
+        if read is None:
             return None
-        seen, (written,) = seen_caller(rows[0])
+        seen, (written,) = read
         return seen, written
     if not isinstance(who, Caller):
         raise ValueError("SQLite keeps a task's writes for a caller authenticated before.")
+    params.update(who.params())
     caller = Seen(caller=who, token_id=None, token_last_used_at=None, locked=None, claim=None)
     target, replace, keep, title, beat = graph_sql.GRAPH_WRITES_SQLITE
     ((found, _),) = runner.steps([(target, params)])
