@@ -289,3 +289,28 @@ def test_a_langgraph_task_write_is_one_statement_that_authenticates_and_counts(a
     with connection.cursor() as cursor:
         cursor.execute("SELECT count(*) FROM questlog_cache")
         assert cursor.fetchone() == (0,)
+
+
+def test_a_langgraph_get_tuple_is_one_statement_that_authenticates_and_counts(agent, counted_rate, client):
+    """get_tuple (the listing of one checkpoint) is one round trip in all (issue 20); other listings
+    authenticate the token in full. Both are counted once; a made-up token is refused, not counted."""
+    from tests.conftest import ApiClient
+
+    latest = "langgraph/checkpoints?thread_id=read-thread&checkpoint_ns=&limit=1"
+    assert agent.get(latest).status_code == 200  # the token's first use is recorded (then once a minute)
+    with CaptureQueriesContext(connection) as captured:
+        answer = agent.get(latest)
+    assert answer.status_code == 200 and answer.json()["items"] == []
+    (statement,) = [q["sql"] for q in captured.captured_queries if "SAVEPOINT" not in q["sql"]]
+    assert "quests_agenttoken" in statement and "questlog_cache" in statement
+    with CaptureQueriesContext(connection) as listing:
+        assert agent.get("langgraph/checkpoints?thread_id=read-thread&limit=5").status_code == 200
+    assert len(cache_statements(listing)) == 1
+    assert agent.get(latest).status_code == 429
+    with connection.cursor() as cursor:
+        cursor.execute("DELETE FROM questlog_cache")
+    refused = ApiClient(client, "qlt_made_up").get(latest)
+    assert refused.status_code == 401 and refused.json()["error"]["code"] == "unauthenticated"
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM questlog_cache")
+        assert cursor.fetchone() == (0,)

@@ -30,7 +30,7 @@ class AgentTokenAuth(HttpBearer):
         return result
 
     def authenticate(self, request: HttpRequest, token: str):
-        if request.method == "POST" and getattr(request.resolver_match, "url_name", None) in SERVICE_AUTHENTICATED:
+        if (request.method, getattr(request.resolver_match, "url_name", None)) in SERVICE_AUTHENTICATED:
             # Its service authenticates the token in its own first statement (and counts the
             # request then): here only its hash is handed on.
             return BearerToken(raw=token, credentials=Credentials(token_hash=hash_token(token)))
@@ -47,9 +47,11 @@ class AgentTokenAuth(HttpBearer):
         return agent_token
 
 
-# The agent's hottest writes, whose services authenticate an agent token in their own first
-# statement (quests.engine.writes.Credentials): by their views' names.
-SERVICE_AUTHENTICATED = frozenset({"create_checkpoint", "put_checkpoint", "put_writes"})
+# The agent's hottest calls, whose services authenticate an agent token in their own first
+# statement (quests.engine.writes.Credentials): by method and URL name. A path is named after its
+# first view: the LangGraph checkpoints' path after the saver's put, whose GET is the listing that
+# answers the saver's get_tuple.
+SERVICE_AUTHENTICATED = frozenset({("POST", "create_checkpoint"), ("POST", "put_checkpoint"), ("POST", "put_writes"), ("GET", "put_checkpoint")})
 
 
 @dataclass

@@ -12,8 +12,9 @@ from typing import Any
 from django.contrib.auth import get_user_model
 
 from quests.engine import runner
+from quests.engine.checkpoints import Seen, as_who
 from quests.engine.sql import bundle as bundle_sql, graph as graph_sql, tokens as tokens_sql
-from quests.engine.writes import Count
+from quests.engine.writes import Caller, Count, Credentials
 from quests.models import AgentToken
 
 # The columns of the bundle's sections that hold a time, a JSON value or a boolean: PostgreSQL
@@ -87,23 +88,39 @@ def _sqlite_row(row: dict[str, Any]) -> dict[str, Any]:
     return row
 
 
-def graph_tuple(*, user_id: int, token_mission_id: int | None, thread_id: str, ns: str, graph_id: str | None) -> dict[str, Any] | None:
-    """The LangGraph saver's `get_tuple`: the thread's latest checkpoint in `ns` (or `graph_id`'s),
-    its pending writes and channel values, as the API answers it; None when there is none."""
-    params = {"user_id": user_id, "token_mission_id": token_mission_id, "thread_id": thread_id, "ns": ns, "graph_id": graph_id}
+# The columns of GRAPH_TUPLE_PG after who called.
+_GRAPH_TUPLE_COLUMNS = ("mission_id", "ns", "graph_id", "parent_graph_id", "skeleton", "metadata", "checkpoint_id", "pending_writes", "channel_values")
+
+
+def graph_tuple(
+    who: Caller | Credentials, *, thread_id: str, ns: str, graph_id: str | None, count: Count | None = None
+) -> tuple[Seen, dict[str, Any] | None] | None:
+    """The LangGraph saver's `get_tuple`: who called, and the thread's latest checkpoint in `ns`
+    (or `graph_id`'s), its pending writes and channel values, as the API answers it (None when
+    there is none). None when the token is not valid: on PostgreSQL the read authenticates an
+    agent token's `Credentials` itself (and with `count` counts the request); SQLite takes a
+    `Caller` (authenticated before)."""
+    params = {"thread_id": thread_id, "ns": ns, "graph_id": graph_id}
     if runner.is_postgresql():
-        found = runner.fetch_named(graph_sql.GRAPH_TUPLE_PG, params)
-        if not found:
+        read = as_who(who, graph_sql.GRAPH_TUPLE_PG, graph_sql.GRAPH_TUPLE_COUNTED_PG, params, count)
+        if read is None:
             return None
-        row = found[0]
+        seen, columns = read
+        if columns[0] is None:
+            return seen, None
+        row = dict(zip(_GRAPH_TUPLE_COLUMNS, columns))
         for column in ("skeleton", "metadata", "pending_writes"):
             row[column] = runner.json_value(row[column])
         row["channel_values"] = runner.json_value(row["channel_values"]) if row["channel_values"] is not None else {}
-        return row
+        return seen, row
+    if not isinstance(who, Caller):
+        raise ValueError("SQLite reads a LangGraph checkpoint for a caller authenticated before.")
+    seen = Seen(caller=who, token_id=None, token_last_used_at=None, locked=None, claim=None)
+    params.update(who.params())
     first, writes, values = graph_sql.GRAPH_TUPLE_SQLITE
     (found,) = runner.fetch_each_named([(first, params)])
     if not found:
-        return None
+        return seen, None
     row = found[0]
     del row["id"]
     row["skeleton"], row["metadata"] = json.loads(row["skeleton"]), json.loads(row["metadata"])
@@ -111,4 +128,4 @@ def graph_tuple(*, user_id: int, token_mission_id: int | None, thread_id: str, n
     pending, parts = runner.fetch_each_named([(writes, found_params), (values, found_params)])
     row["pending_writes"] = [{**write, "value": json.loads(write["value"])} for write in pending]
     row["channel_values"] = {part["name"]: json.loads(part["data"]) for part in parts}
-    return row
+    return seen, row

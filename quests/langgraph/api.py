@@ -299,7 +299,7 @@ def put_writes(request: HttpRequest, body: GraphWritesIn):
 @router.get("/langgraph/checkpoints", response=answers(GraphTupleList, *READ, 422), operation_id="quests_api_graph_list_checkpoints")
 def list_checkpoints(request: HttpRequest, query: Query[GraphListQuery]):
     items = reads.graph_checkpoints(
-        actor=actor(request),
+        actor=authenticated_by_service(request),
         thread_id=query.thread_id,
         ns=query.checkpoint_ns,
         graph_id=query.checkpoint_id,

@@ -11,7 +11,7 @@ from tests.test_query_budgets import django_assert_max_num_queries  # noqa: F401
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-BUDGETS = {"put": 2, "put_writes": 1, "get_tuple": 2}
+BUDGETS = {"put": 2, "put_writes": 1, "get_tuple": 1}
 CHANNELS = {f"k{i:02d}": {"type": "json", "data": {"text": "x" * 480, "n": i}} for i in range(20)}
 
 

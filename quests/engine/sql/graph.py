@@ -146,10 +146,10 @@ _GRAPH_TUPLE_FOUND = """
 SELECT c.id, c.mission_id, c.ns, c.graph_id, c.parent_graph_id, c.skeleton, c.metadata, c.channels, c.checkpoint_id
   FROM checkpoints_graphcheckpoint c
  WHERE c.mission_id = (
-        SELECT t.mission_id FROM quests_graphthread t JOIN quests_mission m ON m.id = t.mission_id
-         WHERE t.owner_id = %(user_id)s AND t.thread_id = %(thread_id)s AND t.deleted_at IS NULL
-           AND m.owner_id = %(user_id)s
-           AND (CAST(%(token_mission_id)s AS bigint) IS NULL OR m.id = %(token_mission_id)s))
+        SELECT t.mission_id FROM {who}quests_graphthread t JOIN quests_mission m ON m.id = t.mission_id
+         WHERE t.owner_id = {user_id} AND t.thread_id = %(thread_id)s AND t.deleted_at IS NULL
+           AND m.owner_id = {user_id}
+           AND ({token_mission_id} IS NULL OR m.id = {token_mission_id}))
    AND c.ns = %(ns)s
    AND (CAST(%(graph_id)s AS text) IS NULL OR c.graph_id = %(graph_id)s)
  ORDER BY c.graph_id DESC
@@ -159,18 +159,25 @@ SELECT w.task_id, w.task_path, w.idx, w.channel, w.value
   FROM checkpoints_graphwrite w
  WHERE w.mission_id = {mission_id} AND w.ns = {ns} AND w.graph_id = {graph_id}"""
 _GRAPH_TUPLE_WRITES_ORDER = "task_path, task_id, idx"
+# On PostgreSQL the read starts with who is calling (as the agent's checkpoint reads it), so that a
+# get_tuple is one round trip, authentication included: no row, the caller is not authenticated;
+# a row without a checkpoint, there is none.
 GRAPH_TUPLE_PG = f"""
-WITH found AS ({_GRAPH_TUPLE_FOUND}
+WITH who AS (
+    {_CALLER}
+), found AS ({_GRAPH_TUPLE_FOUND.format(who="who, ", user_id="who.user_id", token_mission_id="who.token_mission_id")}
 )
-SELECT found.mission_id, found.ns, found.graph_id, found.parent_graph_id, found.skeleton, found.metadata, found.checkpoint_id,
+SELECT who.user_id, who.token_id, who.token_mission_id, who.last_used_at,
+       found.mission_id, found.ns, found.graph_id, found.parent_graph_id, found.skeleton, found.metadata, found.checkpoint_id,
        (SELECT COALESCE(json_agg(s ORDER BY {", ".join(f"s.{column}" for column in _GRAPH_TUPLE_WRITES_ORDER.split(", "))}), '[]')
           FROM ({_GRAPH_TUPLE_WRITES.format(mission_id="found.mission_id", ns="found.ns", graph_id="found.graph_id")}) s) AS pending_writes,
        (SELECT json_object_agg(channel.name, convert_from(b.data, 'UTF8')::json ORDER BY channel.n)
           FROM jsonb_each(found.channels) WITH ORDINALITY AS channel(name, ref, n)
           JOIN checkpoints_blob b ON b.sha256 = channel.ref->>1) AS channel_values
-  FROM found"""
+  FROM who LEFT JOIN found ON true"""
+GRAPH_TUPLE_COUNTED_PG = counted_pg(GRAPH_TUPLE_PG, last_column="AS channel_values")
 GRAPH_TUPLE_SQLITE = (
-    _GRAPH_TUPLE_FOUND,
+    _GRAPH_TUPLE_FOUND.format(who="", user_id="%(user_id)s", token_mission_id="CAST(%(token_mission_id)s AS bigint)"),
     # with the found row's mission, ns and graph id
     _GRAPH_TUPLE_WRITES.format(mission_id="%(mission_id)s", ns="%(ns)s", graph_id="%(graph_id)s") + f" ORDER BY {_GRAPH_TUPLE_WRITES_ORDER}",
     # with the found row's channel map

@@ -2,21 +2,26 @@
 filtered by metadata (`get_tuple`, `list`). Writes and threads live in `saves` and `threads`."""
 
 import json
-from typing import Any
+from typing import Any, cast
 
 from django.db.models import Q, QuerySet
 from django.db.models.fields.json import KeyTransform
 
 from checkpoints.services import blobs_get
-from quests.engine import reads
+from quests.engine import reads, runner
+from quests.engine.writes import Credentials
 from quests.langgraph.models import GraphCheckpoint, GraphWrite
 from quests.langgraph.services.saves import LIST_LIMIT, thread_mission_id, thread_missions
+from quests.services import throttle, tokens
 from quests.services.audit import Actor
+from quests.services.errors import Unauthenticated
+from quests.services.locking import caller
+from quests.services.tokens import credentials_actor
 
 
 def graph_checkpoints(
     *,
-    actor: Actor,
+    actor: Actor | Credentials,
     thread_id: str | None = None,
     ns: str | None = None,
     graph_id: str | None = None,
@@ -27,9 +32,11 @@ def graph_checkpoints(
     """LangGraph's checkpoint tuples, newest first: each with its channel values and pending
     writes, in three queries whatever the number (checkpoints, writes, blobs). LangGraph's
     `get_tuple` (one thread and namespace, no filter, the newest or a given id) is the engine's
-    one read instead."""
+    one read instead, which also authenticates an agent token's `Credentials` (PostgreSQL)."""
     if thread_id is not None and ns is not None and before is None and not metadata and limit == 1:
         return graph_tuple(actor=actor, thread_id=thread_id, ns=ns, graph_id=graph_id)
+    if isinstance(actor, Credentials):
+        actor = credentials_actor(actor, counted=False)
     if thread_id is not None:
         rows = GraphCheckpoint.objects.filter(mission_id=thread_mission_id(actor, thread_id))
     else:
@@ -52,12 +59,23 @@ def graph_checkpoints(
     return [_tuple(row, writes.get(_key(row), []), contents, thread_id=thread_id) for row in found]
 
 
-def graph_tuple(*, actor: Actor, thread_id: str, ns: str, graph_id: str | None) -> list[dict[str, Any]]:
-    """LangGraph's `get_tuple` as `graph_checkpoints` answers it (a list of none or one)."""
-    if actor.user is None:
+def graph_tuple(*, actor: Actor | Credentials, thread_id: str, ns: str, graph_id: str | None) -> list[dict[str, Any]]:
+    """LangGraph's `get_tuple` as `graph_checkpoints` answers it (a list of none or one): one
+    statement on PostgreSQL, authentication (and the count of an agent token's request) included."""
+    if isinstance(actor, Credentials) and not runner.is_postgresql():
+        actor = credentials_actor(actor, counted=False)
+    if isinstance(actor, Actor) and actor.user is None:
         return []
-    token_mission_id = actor.token.mission_id if actor.token is not None else None
-    row = reads.graph_tuple(user_id=actor.user.pk, token_mission_id=token_mission_id, thread_id=thread_id, ns=ns, graph_id=graph_id)
+    credentials = actor if isinstance(actor, Credentials) else None
+    counting = throttle.api_counting(credentials.token_hash) if credentials else None
+    read = reads.graph_tuple(credentials or caller(cast(Actor, actor)), thread_id=thread_id, ns=ns, graph_id=graph_id, count=counting)
+    if read is None:
+        raise Unauthenticated(Unauthenticated.MESSAGE)
+    who, row = read
+    if credentials is not None:
+        throttle.api_request_count(credentials.token_hash, receipt=False, counted=counting)
+        if tokens.use_due(who.token_last_used_at):
+            tokens.token_used(who.token_id)
     if row is None:
         return []
     return [
