@@ -21,8 +21,9 @@ from tests.test_concurrency import agents_like, race
 CHANNELS = {f"k{i:02d}": {"type": "json", "data": {"text": "x" * 200, "n": i}} for i in range(8)}
 
 
-def put(agent, thread_id: str, step: int, parent: str | None, graph_id: str | None = None):
-    """LangGraph's loop saving step `step`: every channel at first, then only `k00`."""
+def put(agent, thread_id: str, step: int, parent: str | None, graph_id: str | None = None, title: str = ""):
+    """LangGraph's loop saving step `step`: every channel at first, then only `k00` (`title`: the
+    graph's input, which the save of the input checkpoint brings)."""
     graph_id = graph_id or f"1f0{step:013d}-{uuid.uuid4().hex[:8]}"
     versions = {name: f"{step + 1 if name == 'k00' or step == 0 else 1:032d}.0" for name in CHANNELS}
     changed = CHANNELS if step == 0 else {"k00": {"type": "json", "data": {"step": step}}}
@@ -34,6 +35,7 @@ def put(agent, thread_id: str, step: int, parent: str | None, graph_id: str | No
             "metadata": {"source": "loop", "step": step, "run_id": "lg-run"},
             "parent_checkpoint_id": parent,
             "channels": {name: {"version": versions[name], "value": value} for name, value in changed.items()},
+            **({"title": title} if title else {}),
         },
     )
 
@@ -171,3 +173,23 @@ def test_a_save_to_a_deleted_thread_is_410_and_writes_nothing(agent):
     assert response.status_code == 410 and response.json()["error"]["code"] == "thread_deleted"
     assert GraphCheckpoint.objects.count() == before
     assert GraphThread.objects.get(thread_id=thread_id).deleted_at is not None
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_input_save_titles_a_thread_that_a_tasks_writes_made_first(agent):
+    """LangGraph sends a step's writes and its saves in parallel: a task's writes (no title) may
+    make the thread before the save of the graph's input (which brings the title) arrives. The
+    save titles the mission still named after its thread (seen once in a full run of the suite)."""
+    graph_id = f"1f0{0:013d}-{uuid.uuid4().hex[:8]}"
+    writes = {
+        "thread_id": "titled-late",
+        "checkpoint_id": graph_id,
+        "task_id": "t1",
+        "writes": [{"idx": 0, "channel": "k01", "value": {"type": "json", "data": 1}}],
+    }
+    assert agent.post("langgraph/writes", writes).status_code == 200
+    mission_id = GraphThread.objects.get(thread_id="titled-late").mission_id
+    assert Mission.objects.get(pk=mission_id).title == "titled-late"
+    saved = put(agent, "titled-late", 0, None, graph_id=graph_id, title="Plan the offsite")
+    assert saved.status_code == 201 and saved.json()["mission_id"] == mission_id
+    assert Mission.objects.get(pk=mission_id).title == "Plan the offsite"

@@ -90,6 +90,15 @@ def lock_thread(actor: Actor, thread_id: str, *, title: str = "", create: bool =
         _thread_create(actor, thread_id, title=title, mission_id=mission_id)
 
 
+def _titled(mission: Mission, thread_id: str, title: str) -> None:
+    """Title a mission still named after its thread (the locked one) from the graph's input, which
+    a save or a task's writes may bring after another call made the thread (LangGraph sends them
+    in parallel). (`GRAPH_WRITES_PG` does the same in its statement.)"""
+    if title and mission.title == thread_id:
+        mission.title, mission.objective = title[:200], title
+        mission.save(update_fields=["title", "objective", "updated_at"])
+
+
 def _thread_create(actor: Actor, thread_id: str, *, title: str, mission_id: int | None) -> None:
     if mission_id is not None:
         mission = _joinable(actor, mission_id)
@@ -198,7 +207,9 @@ def graph_put(
         run_ref=str(metadata.get("run_id") or "")[:100],
     )
     note = f"LangGraph {metadata.get('source', 'checkpoint')} step {metadata.get('step', '?')}"[:200]
-    if runner.is_postgresql() and (isinstance(actor, engine_writes.Credentials) or actor.user is not None):
+    # A save that brings the graph's input (its title) takes the locked path, which titles the
+    # mission if a task's writes made its thread first.
+    if runner.is_postgresql() and not title and (isinstance(actor, engine_writes.Credentials) or actor.user is not None):
         saved, actor = _put_unlocked(actor, thread_id, row, versions, channels, note)
         if saved is not None:
             return saved
@@ -206,6 +217,7 @@ def graph_put(
         actor = tokens.credentials_actor(actor, counted=False)
     with transaction.atomic():
         mission = lock_thread(actor, thread_id, title=title, mission_id=mission_id)
+        _titled(mission, thread_id, title)
         known = {
             found.graph_id: found for found in GraphCheckpoint.objects.filter(mission=mission, ns=ns, graph_id__in=[graph_id, parent_graph_id or graph_id])
         }
@@ -364,9 +376,7 @@ def graph_put_writes(
             )
         if ordinary:
             GraphWrite.objects.bulk_create(ordinary, ignore_conflicts=True)
-        if title and mission.title == thread_id:
-            mission.title, mission.objective = title[:200], title
-            mission.save(update_fields=["title", "objective", "updated_at"])
+        _titled(mission, thread_id, title)
         made = _interrupted(actor, mission, run, interrupts or [])
         if run is not None and not made:
             _beat(run)
