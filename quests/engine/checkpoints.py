@@ -11,7 +11,7 @@ from typing import Any
 from checkpoints import refmaps
 from checkpoints.pruning import BLOB_GC_LOCK
 from quests.engine import runner
-from quests.engine.sql import runs as runs_sql
+from quests.engine.sql import runs as runs_sql, tokens as tokens_sql
 from quests.engine.writes import MISSION_WIDTH, RUN_WIDTH, Caller, Count, Credentials, Key, Locked, locked_from_row
 from quests.models import AgentToken
 
@@ -61,13 +61,13 @@ def checkpoint_read(who: Caller | Credentials, run_id: int, key: Key, count: Cou
 
 
 def as_who(who: Caller | Credentials, statement: str, counted: str, params: dict[str, Any], count: Count | None) -> tuple[Seen, tuple] | None:
-    """Run a statement that starts with who is calling (`runs_sql._CALLER`: an agent token by its
-    hash, or a caller already known), or with `count` its `counted` form (`runs_sql.counted_pg`,
+    """Run a statement that starts with who is calling (`tokens_sql.CALLER`: an agent token by its
+    hash, or a caller already known), or with `count` its `counted` form (`tokens_sql.counted_pg`,
     the count kept in `count.value`): who called and the rest of its row, or None when the
     token is not valid."""
     caller = who if isinstance(who, Caller) else Caller(user_id=0)
     params = {"token_hash": who.token_hash if isinstance(who, Credentials) else None, **caller.params(), **params}
-    rows = count.fetch(counted, runs_sql.COUNTED_CALLER_ROW_PG, params) if count is not None else runner.fetch(statement, params)
+    rows = count.fetch(counted, tokens_sql.COUNTED_CALLER_ROW_PG, params) if count is not None else runner.fetch(statement, params)
     return _seen_caller(rows[0]) if rows else None
 
 

@@ -2,15 +2,14 @@
 (pending writes) and get_tuple (a thread's checkpoint with its writes)."""
 
 from quests.engine.sql.runs import (
-    _CALLER,
     _HEAD_REFS_PG,
     _HEAD_SEEN_COLUMNS,
     _HEAD_SEEN_JOIN,
     CHECKPOINT_CLAIMED_WRITE_PG,
     MISSION_COLUMNS,
     RUN_COLUMNS,
-    counted_pg,
 )
+from quests.engine.sql.tokens import CALLER, counted_pg
 
 # --- The LangGraph saver's put, in two round trips ------------------------------------------------
 # Round trip 1, in autocommit, locking nothing: who is calling (as the agent's checkpoint reads it:
@@ -34,7 +33,7 @@ SELECT who.user_id, who.token_id, who.token_mission_id, who.last_used_at,
                 WHERE k.mission_id = m.id AND k.ns = %(ns)s AND k.graph_id = %(graph_id)s) AS known,
        (SELECT p.channels FROM checkpoints_graphcheckpoint p
          WHERE p.mission_id = m.id AND p.ns = %(ns)s AND p.graph_id = %(parent_graph_id)s) AS parent_channels
-  FROM ({_CALLER}) who
+  FROM ({CALLER}) who
   LEFT JOIN (quests_graphthread t
              JOIN quests_mission m ON m.id = t.mission_id
              JOIN quests_run r ON r.id = m.active_run_id)
@@ -110,7 +109,7 @@ _GRAPH_WRITES_BEAT = "UPDATE quests_run SET heartbeat_at = %(now)s WHERE id = {r
 # authenticated; a row without a mission, nothing was written.
 GRAPH_WRITES_PG = f"""
 WITH who AS (
-    {_CALLER}
+    {CALLER}
 ), target AS ({_GRAPH_WRITES_TARGET.format(who="who, ", user_id="who.user_id", token_mission_id="who.token_mission_id")}
        FOR UPDATE OF m
 ), replaced AS (
@@ -164,7 +163,7 @@ _GRAPH_TUPLE_WRITES_ORDER = "task_path, task_id, idx"
 # a row without a checkpoint, there is none.
 GRAPH_TUPLE_PG = f"""
 WITH who AS (
-    {_CALLER}
+    {CALLER}
 ), found AS ({_GRAPH_TUPLE_FOUND.format(who="who, ", user_id="who.user_id", token_mission_id="who.token_mission_id")}
 )
 SELECT who.user_id, who.token_id, who.token_mission_id, who.last_used_at,

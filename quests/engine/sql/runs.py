@@ -2,6 +2,7 @@
 the heartbeat, a record, the save state after a change, and a run's start."""
 
 from quests.engine.sql.refmaps import AGENT_BASE_JOIN, AGENT_REFS_PG, AGENT_REFS_SQLITE
+from quests.engine.sql.tokens import CALLER, counted_pg
 
 # The columns of a mission and a run, in their models' field order (`runner.model_from_row`
 # builds the instances from them).
@@ -127,18 +128,12 @@ CHECKPOINT_WRITE_PG = _CHECKPOINT_WRITE.format(
 # their base and delta, for the new checkpoint's layout), what
 # the idempotency key already made, a fingerprint of the whole mission row as read, and the id the
 # checkpoint will have. No row: the caller is not authenticated; a row without a run: not found.
-_CALLER = """SELECT t.user_id, t.id AS token_id, t.mission_id AS token_mission_id, t.last_used_at
-          FROM quests_agenttoken t JOIN auth_user u ON u.id = t.user_id
-         WHERE t.token_hash = CAST(%(token_hash)s AS text) AND t.revoked_at IS NULL AND u.is_active
-        UNION ALL
-        SELECT CAST(%(user_id)s AS integer), NULL, CAST(%(token_mission_id)s AS bigint), NULL
-         WHERE CAST(%(token_hash)s AS text) IS NULL"""
 _CHECKPOINT_READ = f"""
 SELECT who.user_id, who.token_id, who.token_mission_id, who.last_used_at,
        {RUN_COLUMNS}, {MISSION_COLUMNS},
        {_HEAD_SEEN_COLUMNS},
        earlier.object_id AS replay_object_id, earlier.request_hash AS replay_request_hash{{extra}}
-  FROM ({_CALLER}) who
+  FROM ({CALLER}) who
   LEFT JOIN (quests_run r JOIN quests_mission m ON m.id = r.mission_id)
          ON r.id = %(run_id)s
         AND m.owner_id = who.user_id
@@ -156,19 +151,7 @@ CHECKPOINT_READ_PG = _CHECKPOINT_READ.format(
 )
 
 
-def counted_pg(statement: str, *, last_column: str) -> str:
-    """`statement`, which starts with who is calling (`_CALLER`), also counting the request of a
-    valid agent token against its rate in the database's cache (as AGENT_TOKEN_COUNTED_PG does;
-    `{count}`: the cache's upsert of COUNTED_CALLER_ROW_PG): the count is a column added after
-    its last one, `last_column`."""
-    assert statement.count(last_column) == 1, last_column
-    body = statement.replace(last_column, last_column + ",\n       (SELECT value FROM counted) AS api_count").strip()
-    counted = "WITH counted AS (\n    {count}\n)"
-    return counted + (", " + body.removeprefix("WITH ") if body.startswith("WITH ") else "\n" + body)
-
-
 CHECKPOINT_READ_COUNTED_PG = counted_pg(CHECKPOINT_READ_PG, last_column="AS checkpoint_id")
-COUNTED_CALLER_ROW_PG = f"SELECT %(count_key)s, '1', %(count_expires)s FROM ({_CALLER}) valid WHERE valid.token_id IS NOT NULL"
 # SQLite writes under its database lock (the locked path): nothing to fingerprint or allocate.
 CHECKPOINT_READ_SQLITE = _CHECKPOINT_READ.format(head_refs=_HEAD_REFS_SQLITE, extra=", NULL AS mission_seen, NULL AS checkpoint_id")
 

@@ -1,5 +1,6 @@
-"""An agent token: who calls, by the token's hash (every agent request but the checkpoint, whose
-first statement authenticates it: `runs.CHECKPOINT_READ_PG`)."""
+"""An agent token: who calls, by the token's hash. Most agent requests read it first (`AGENT_TOKEN`);
+the hottest calls start their own first statement with it (`CALLER`: the agent's checkpoint,
+LangGraph's put, put_writes and get_tuple)."""
 
 # Every agent request but the checkpoint (which authenticates in its own first statement) starts
 # here: the token by its hash, not revoked, with its user, each in its model's field order.
@@ -19,3 +20,27 @@ WITH found AS ({AGENT_TOKEN}
 )
 SELECT found.*, (SELECT value FROM counted) AS api_count FROM found"""
 COUNTED_TOKEN_ROW_PG = "SELECT %(count_key)s, '1', %(count_expires)s FROM found WHERE found.is_active"
+
+# --- Who calls, inside a statement of the engine's own -------------------------------------------
+# The first part of a statement that authenticates its caller itself: an agent token by its hash
+# (valid, not revoked, its user active, and the one mission it may be limited to), or a caller
+# already known (a signed-in user as given). No row: the token is not valid.
+CALLER = """SELECT t.user_id, t.id AS token_id, t.mission_id AS token_mission_id, t.last_used_at
+          FROM quests_agenttoken t JOIN auth_user u ON u.id = t.user_id
+         WHERE t.token_hash = CAST(%(token_hash)s AS text) AND t.revoked_at IS NULL AND u.is_active
+        UNION ALL
+        SELECT CAST(%(user_id)s AS integer), NULL, CAST(%(token_mission_id)s AS bigint), NULL
+         WHERE CAST(%(token_hash)s AS text) IS NULL"""
+# A valid token's row for the cache's count (`counted_pg`).
+COUNTED_CALLER_ROW_PG = f"SELECT %(count_key)s, '1', %(count_expires)s FROM ({CALLER}) valid WHERE valid.token_id IS NOT NULL"
+
+
+def counted_pg(statement: str, *, last_column: str) -> str:
+    """`statement`, which starts with who is calling (`CALLER`), also counting the request of a
+    valid agent token against its rate in the database's cache (as AGENT_TOKEN_COUNTED_PG does;
+    `{count}`: the cache's upsert of COUNTED_CALLER_ROW_PG): the count is a column added after
+    its last one, `last_column`."""
+    assert statement.count(last_column) == 1, last_column
+    body = statement.replace(last_column, last_column + ",\n       (SELECT value FROM counted) AS api_count").strip()
+    counted = "WITH counted AS (\n    {count}\n)"
+    return counted + (", " + body.removeprefix("WITH ") if body.startswith("WITH ") else "\n" + body)

@@ -9,7 +9,7 @@ from django.db.models import QuerySet
 from checkpoints.services import blobs_get
 from quests.langgraph.models import GraphCheckpoint, GraphWrite
 from quests.langgraph.services.channels import encoded
-from quests.langgraph.services.saves import thread_mission_id
+from quests.langgraph.services.sessions import thread_mission_id
 from quests.services.audit import Actor
 
 EMPTY_SHAS = frozenset({encoded({"type": "empty"})[0], encoded({"type": "empty", "data": None})[0]})

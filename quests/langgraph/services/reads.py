@@ -11,7 +11,8 @@ from checkpoints.services import blobs_get
 from quests.engine import reads, runner
 from quests.engine.writes import Credentials
 from quests.langgraph.models import GraphCheckpoint, GraphWrite
-from quests.langgraph.services.saves import LIST_LIMIT, thread_mission_id, thread_missions
+from quests.langgraph.services.saves import LIST_LIMIT
+from quests.langgraph.services.sessions import thread_mission_id, thread_missions
 from quests.services import throttle, tokens
 from quests.services.audit import Actor
 from quests.services.errors import Unauthenticated

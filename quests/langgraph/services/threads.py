@@ -17,7 +17,7 @@ from django.utils import timezone
 from checkpoints.models import Checkpoint, Operation, OperationStatus
 from quests.langgraph.models import GraphCheckpoint, GraphWrite
 from quests.langgraph.services.reads import writes_of
-from quests.langgraph.services.saves import ThreadDeleted, lock_thread, thread_missions
+from quests.langgraph.services.sessions import ThreadDeleted, lock_thread, thread_missions
 from quests.models import TERMINAL_STATUSES, GraphThread, Mission, MissionStatus, StopReason
 from quests.retention.services.holds import held_mission_ids, held_user_ids
 from quests.retention.services.purge import purge_missions, release_blobs
