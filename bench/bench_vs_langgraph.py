@@ -1,4 +1,3 @@
-# Over 400 lines: one benchmark run must time every path in the same alternating rounds; its parts (ledger.py, rounds.py, common.py) are already split out.
 """Questlog against LangGraph's PostgresSaver (langgraph-checkpoint-postgres), in one process on one
 PostgreSQL, on one workload: an agent state of 20 top-level keys of ~500 B, one key changed per
 checkpoint. It prints each path's p50/p95 and rate, the ratios, and the goals of issue 10 with PASS
@@ -41,7 +40,7 @@ import subprocess
 import sys
 import uuid
 from collections.abc import Callable
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 QUICK = os.environ.get("BENCH_QUICK") == "1" or "--quick" in sys.argv
 BYTES_CHILD = "--bytes-child" in sys.argv
@@ -53,7 +52,7 @@ import common  # noqa: E402
 
 common.setup()
 
-import psycopg  # noqa: E402
+from dbsize import AUTOVACUUM_OFF, RELATIONS, SIZE, breakdown, database_url, drop_database, fresh_database  # noqa: E402
 from django.db import connection, transaction  # noqa: E402
 from langgraph.checkpoint.postgres import PostgresSaver  # noqa: E402
 from ledger import ledger_receipts  # noqa: E402
@@ -282,48 +281,6 @@ def saver_over_http(saver: PostgresSaver) -> None:
 # ---- bytes ---------------------------------------------------------------------------------------
 
 
-def database_url(suffix: str) -> str:
-    parts = urlsplit(BENCH_URL)
-    return urlunsplit(parts._replace(path=parts.path + suffix))
-
-
-def maintenance(statement: sql.Composable) -> None:
-    parts = urlsplit(BENCH_URL)
-    with psycopg.connect(urlunsplit(parts._replace(scheme="postgresql", path="/postgres")), autocommit=True) as conn:
-        conn.execute(statement)
-
-
-def fresh_database(url: str) -> None:
-    name = sql.Identifier(urlsplit(url).path.lstrip("/"))
-    maintenance(sql.SQL("DROP DATABASE IF EXISTS {}").format(name))
-    maintenance(sql.SQL("CREATE DATABASE {}").format(name))
-
-
-def drop_database(url: str) -> None:
-    maintenance(sql.SQL("DROP DATABASE IF EXISTS {}").format(sql.Identifier(urlsplit(url).path.lstrip("/"))))
-
-
-AUTOVACUUM_OFF = """
-DO $$ DECLARE t record; BEGIN
-  FOR t IN SELECT schemaname, tablename FROM pg_tables WHERE schemaname = 'public' LOOP
-    EXECUTE format('ALTER TABLE %I.%I SET (autovacuum_enabled = false, toast.autovacuum_enabled = false)', t.schemaname, t.tablename);
-  END LOOP;
-END $$"""
-SIZE = "SELECT pg_database_size(current_database())"
-# Every table, index and TOAST relation with all its forks: where the growth went.
-RELATIONS = """
-SELECT COALESCE((SELECT 'TOAST of ' || o.relname FROM pg_class o WHERE o.reltoastrelid = c.oid), c.relname) AS relname,
-       pg_relation_size(c.oid, 'main') + pg_relation_size(c.oid, 'fsm') + pg_relation_size(c.oid, 'vm') AS bytes
-FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-WHERE c.relkind IN ('r', 'i', 't') AND n.nspname NOT IN ('pg_catalog', 'information_schema')"""
-
-
-def breakdown(before: dict[str, int], after: dict[str, int]) -> list[str]:
-    """The relations that grew most, in bytes per checkpoint."""
-    growth = sorted(((after[r] - before.get(r, 0), r) for r in after), reverse=True)
-    return [f"    {size / BYTES_N:7.0f} B  {name}" for size, name in growth[:8] if size > 0]
-
-
 def bytes_questlog_child() -> None:
     """In the child, on its fresh database: warm up, then N service checkpoints; prints the growth
     and where it went."""
@@ -342,7 +299,7 @@ def bytes_questlog_child() -> None:
         for _ in range(BYTES_N):
             ql_service_checkpoint(actor, run, state.next()[0])
         cursor.execute(RELATIONS)
-        print("\n".join(breakdown(relations, dict(cursor.fetchall()))))
+        print("\n".join(breakdown(relations, dict(cursor.fetchall()), BYTES_N)))
         cursor.execute(SIZE)
         print(f"GROWTH {cursor.fetchone()[0] - before}", flush=True)
 
@@ -358,12 +315,12 @@ def bytes_langgraph(url: str) -> tuple[int, list[str]]:
         before, before_relations = saver.conn.execute(SIZE).fetchone()["pg_database_size"], relations()
         for _ in range(BYTES_N):
             thread.put(*state.next())
-        lines = breakdown(before_relations, relations())
+        lines = breakdown(before_relations, relations(), BYTES_N)
         return saver.conn.execute(SIZE).fetchone()["pg_database_size"] - before, lines
 
 
 def bytes_per_checkpoint() -> None:
-    ql_url, lg_url = database_url("_bytes_ql"), database_url("_bytes_lg")
+    ql_url, lg_url = database_url(BENCH_URL, "_bytes_ql"), database_url(BENCH_URL, "_bytes_lg")
     try:
         with common.phase(f"LangGraph: {BYTES_N} puts into a fresh database"):
             fresh_database(lg_url)
