@@ -15,9 +15,9 @@ from checkpoints.models import Checkpoint, Record, RecordKind
 from checkpoints.sections import RECORD_SECTIONS, touched
 from checkpoints.services import sha256_hex
 from quests.engine import checkpoints as engine_checkpoints, writes
-from quests.services import idempotency, locking, savestate, section_reads, throttle, tokens
+from quests.services import idempotency, locking, savestate, section_reads, tokens
 from quests.services.audit import Actor
-from quests.services.errors import InvalidInput, NotFound, Unauthenticated
+from quests.services.errors import InvalidInput, NotFound
 from quests.services.snapshots import state_changed
 
 
@@ -32,13 +32,7 @@ def checkpoint_create(
     the locked path writes instead."""
     parts = savestate.agent_parts_of(agent_state)
     keyed = checkpoint_keyed(key, parts, note)
-    # An agent token's request is counted against its rate by the same statement where the cache allows.
-    counting = throttle.api_counting(actor.token_hash) if isinstance(actor, writes.Credentials) else None
-    seen = engine_checkpoints.checkpoint_read(actor if isinstance(actor, writes.Credentials) else locking.caller(actor), run_id, keyed, counting)
-    if seen is None:
-        raise Unauthenticated(Unauthenticated.MESSAGE)
-    if isinstance(actor, writes.Credentials):
-        throttle.api_request_count(actor.token_hash, receipt=False, counted=counting)
+    seen = tokens.statement_caller(actor, lambda who, count: engine_checkpoints.checkpoint_read(who, run_id, keyed, count))
     use_due = seen.token_id if tokens.use_due(seen.token_last_used_at) else None
     locked = seen.locked
     if locked is None or seen.claim is None or idempotency.replayed(keyed, locked.replay) is not None:

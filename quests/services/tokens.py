@@ -2,7 +2,9 @@
 
 import hashlib
 import secrets
+from collections.abc import Callable
 from datetime import datetime, timedelta
+from typing import cast
 
 from django.utils import timezone
 
@@ -11,6 +13,7 @@ from quests.models import AgentToken, Mission
 from quests.services import throttle
 from quests.services.audit import Actor, audit
 from quests.services.errors import InvalidInput, NotFound, Unauthenticated
+from quests.services.locking import caller
 
 TOKEN_PREFIX = "qlt_"
 USE_RECORDED_EVERY = timedelta(minutes=1)
@@ -53,6 +56,27 @@ def credentials_actor(credentials: writes.Credentials, *, counted: bool) -> Acto
     if token is None:
         raise Unauthenticated(Unauthenticated.MESSAGE)
     return Actor(user=token.user, token=token)
+
+
+def statement_caller[T](actor: Actor | writes.Credentials, statement: Callable[[writes.Caller | writes.Credentials, writes.Count | None], T | None]) -> T:
+    """Run an engine statement that authenticates its caller itself (`engine.checkpoints.as_who`):
+    an agent token's `Credentials` as sent, its request counted against its rate by the same
+    statement where the cache allows (RateLimited past it), or an actor as the caller whose rows it
+    may touch. Its result; Unauthenticated when the token is not valid."""
+    credentials = actor if isinstance(actor, writes.Credentials) else None
+    counting = throttle.api_counting(credentials.token_hash) if credentials else None
+    result = statement(credentials or caller(cast(Actor, actor)), counting)
+    if result is None:
+        raise Unauthenticated(Unauthenticated.MESSAGE)
+    if credentials is not None:
+        throttle.api_request_count(credentials.token_hash, receipt=False, counted=counting)
+    return result
+
+
+def use_recorded(token_id: int | None, last_used_at: datetime | None) -> None:
+    """Record a token's use (if any) when it is due (`use_due`)."""
+    if token_id is not None and use_due(last_used_at):
+        token_used(token_id)
 
 
 def token_authenticate(raw: str, *, count: writes.Count | None = None) -> AgentToken | None:

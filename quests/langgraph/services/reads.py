@@ -2,7 +2,7 @@
 filtered by metadata (`get_tuple`, `list`). Writes and threads live in `saves` and `threads`."""
 
 import json
-from typing import Any, cast
+from typing import Any
 
 from django.db.models import Q, QuerySet
 from django.db.models.fields.json import KeyTransform
@@ -13,11 +13,8 @@ from quests.engine.writes import Credentials
 from quests.langgraph.models import GraphCheckpoint, GraphWrite
 from quests.langgraph.services.saves import LIST_LIMIT
 from quests.langgraph.services.sessions import thread_mission_id, thread_missions
-from quests.services import throttle, tokens
+from quests.services import tokens
 from quests.services.audit import Actor
-from quests.services.errors import Unauthenticated
-from quests.services.locking import caller
-from quests.services.tokens import credentials_actor
 
 
 def graph_checkpoints(
@@ -37,7 +34,7 @@ def graph_checkpoints(
     if thread_id is not None and ns is not None and before is None and not metadata and limit == 1:
         return graph_tuple(actor=actor, thread_id=thread_id, ns=ns, graph_id=graph_id)
     if isinstance(actor, Credentials):
-        actor = credentials_actor(actor, counted=False)
+        actor = tokens.credentials_actor(actor, counted=False)
     if thread_id is not None:
         rows = GraphCheckpoint.objects.filter(mission_id=thread_mission_id(actor, thread_id))
     else:
@@ -64,19 +61,11 @@ def graph_tuple(*, actor: Actor | Credentials, thread_id: str, ns: str, graph_id
     """LangGraph's `get_tuple` as `graph_checkpoints` answers it (a list of none or one): one
     statement on PostgreSQL, authentication (and the count of an agent token's request) included."""
     if isinstance(actor, Credentials) and not runner.is_postgresql():
-        actor = credentials_actor(actor, counted=False)
+        actor = tokens.credentials_actor(actor, counted=False)
     if isinstance(actor, Actor) and actor.user is None:
         return []
-    credentials = actor if isinstance(actor, Credentials) else None
-    counting = throttle.api_counting(credentials.token_hash) if credentials else None
-    read = reads.graph_tuple(credentials or caller(cast(Actor, actor)), thread_id=thread_id, ns=ns, graph_id=graph_id, count=counting)
-    if read is None:
-        raise Unauthenticated(Unauthenticated.MESSAGE)
-    who, row = read
-    if credentials is not None:
-        throttle.api_request_count(credentials.token_hash, receipt=False, counted=counting)
-        if tokens.use_due(who.token_last_used_at):
-            tokens.token_used(who.token_id)
+    who, row = tokens.statement_caller(actor, lambda who, count: reads.graph_tuple(who, thread_id=thread_id, ns=ns, graph_id=graph_id, count=count))
+    tokens.use_recorded(who.token_id, who.token_last_used_at)
     if row is None:
         return []
     return [

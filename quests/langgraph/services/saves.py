@@ -23,11 +23,10 @@ from quests.langgraph.models import GraphCheckpoint, GraphWrite
 from quests.langgraph.services.channels import channels_known, channels_resolved
 from quests.langgraph.services.sessions import WRITES_WHILE_WAITING, ThreadDeleted, lock_thread, session_run, titled
 from quests.models import Mission, Run
-from quests.services import approvals, savestate, throttle, tokens
+from quests.services import approvals, savestate, tokens
 from quests.services.access import visible
 from quests.services.audit import Actor
-from quests.services.errors import InvalidInput, NotFound, Unauthenticated
-from quests.services.locking import caller
+from quests.services.errors import InvalidInput, NotFound
 
 LIST_LIMIT = 100
 # A LangGraph checkpoint has no idempotency key: a retried save answers the saved one (its id).
@@ -121,21 +120,12 @@ def _put_unlocked(
     a save already made, a session run to start, a channel its parent does not hold, or a mission
     that moved after the read."""
     credentials = actor if isinstance(actor, engine_writes.Credentials) else None
-    # An agent token's request is counted against its rate by the same statement where the cache allows.
-    counting = throttle.api_counting(credentials.token_hash) if credentials else None
-    read = engine_graph.graph_put_read(
-        credentials or caller(cast(Actor, actor)),
-        thread_id=thread_id,
-        ns=row.ns,
-        graph_id=row.graph_id,
-        parent_graph_id=row.parent_graph_id,
-        count=counting,
+    who, seen = tokens.statement_caller(
+        actor,
+        lambda who, count: engine_graph.graph_put_read(
+            who, thread_id=thread_id, ns=row.ns, graph_id=row.graph_id, parent_graph_id=row.parent_graph_id, count=count
+        ),
     )
-    if read is None:
-        raise Unauthenticated(Unauthenticated.MESSAGE)
-    who, seen = read
-    if credentials is not None:
-        throttle.api_request_count(credentials.token_hash, receipt=False, counted=counting)
     use_due = who.token_id if tokens.use_due(who.token_last_used_at) else None
 
     def locked_path() -> tuple[None, Actor]:
@@ -196,22 +186,14 @@ def graph_put_writes(
             title=title,
         )
         fresh_after = timezone.now() - timedelta(seconds=settings.QUESTLOG_HEARTBEAT_TIMEOUT)
-        # An agent token's request is counted against its rate by the same statement where the cache allows.
-        counting = throttle.api_counting(credentials.token_hash) if credentials else None
         with transaction.atomic():
-            kept = engine_graph.graph_writes_put(credentials or caller(cast(Actor, actor)), put, fresh_after=fresh_after, count=counting)
-        if kept is None:
-            raise Unauthenticated(Unauthenticated.MESSAGE)
-        who, written = kept
-        if credentials is not None:
-            throttle.api_request_count(credentials.token_hash, receipt=False, counted=counting)
-            if written is None:
-                # Authenticated again in full for the general path (its token's use recorded then).
-                actor = tokens.credentials_actor(credentials, counted=True)
-            elif tokens.use_due(who.token_last_used_at):
-                tokens.token_used(who.token_id)
+            who, written = tokens.statement_caller(actor, lambda who, count: engine_graph.graph_writes_put(who, put, fresh_after=fresh_after, count=count))
         if written is not None:
+            tokens.use_recorded(who.token_id, who.token_last_used_at)
             return []
+        if credentials is not None:
+            # Authenticated again in full for the general path (its token's use recorded then).
+            actor = tokens.credentials_actor(credentials, counted=True)
     actor = cast(Actor, actor)
     with transaction.atomic():
         mission = lock_thread(actor, thread_id, title=title, mission_id=mission_id)
