@@ -41,6 +41,11 @@ class Seen:
     locked: Locked | None
     claim: Claim | None
 
+    @classmethod
+    def known(cls, caller: Caller) -> "Seen":
+        """A caller authenticated before the statement (no token of its own to record)."""
+        return cls(caller=caller, token_id=None, token_last_used_at=None, locked=None, claim=None)
+
 
 def checkpoint_read(who: Caller | Credentials, run_id: int, key: Key, count: Count | None = None) -> Seen | None:
     """Round trip 1 of the agent's checkpoint: authenticate, read the run, its mission, the head's

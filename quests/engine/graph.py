@@ -123,7 +123,7 @@ def graph_writes_put(who: Caller | Credentials, put: GraphWrites, *, fresh_after
     if not isinstance(who, Caller):
         raise ValueError("SQLite keeps a task's writes for a caller authenticated before.")
     params.update(who.params())
-    caller = Seen(caller=who, token_id=None, token_last_used_at=None, locked=None, claim=None)
+    caller = Seen.known(who)
     target, replace, keep, title, beat = graph_sql.GRAPH_WRITES_SQLITE
     ((found, _),) = runner.steps([(target, params)])
     if not found:

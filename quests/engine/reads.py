@@ -115,7 +115,7 @@ def graph_tuple(
         return seen, row
     if not isinstance(who, Caller):
         raise ValueError("SQLite reads a LangGraph checkpoint for a caller authenticated before.")
-    seen = Seen(caller=who, token_id=None, token_last_used_at=None, locked=None, claim=None)
+    seen = Seen.known(who)
     params.update(who.params())
     first, writes, values = graph_sql.GRAPH_TUPLE_SQLITE
     (found,) = runner.fetch_each_named([(first, params)])

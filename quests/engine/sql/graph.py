@@ -11,6 +11,11 @@ from quests.engine.sql.runs import (
 )
 from quests.engine.sql.tokens import CALLER, counted_pg
 
+# How put_writes' and get_tuple's caller is named: by the statement's own `who` (PostgreSQL, where
+# it starts with CALLER) or as given (SQLite's steps, for a caller authenticated before).
+_AS_WHO = {"who": "who, ", "user_id": "who.user_id", "token_mission_id": "who.token_mission_id"}
+_AS_GIVEN = {"who": "", "user_id": "%(user_id)s", "token_mission_id": "CAST(%(token_mission_id)s AS bigint)"}
+
 # --- The LangGraph saver's put, in two round trips ------------------------------------------------
 # Round trip 1, in autocommit, locking nothing: who is calling (as the agent's checkpoint reads it:
 # an agent token by its hash, or a signed-in user as given), then the caller's live thread, its
@@ -110,7 +115,7 @@ _GRAPH_WRITES_BEAT = "UPDATE quests_run SET heartbeat_at = %(now)s WHERE id = {r
 GRAPH_WRITES_PG = f"""
 WITH who AS (
     {CALLER}
-), target AS ({_GRAPH_WRITES_TARGET.format(who="who, ", user_id="who.user_id", token_mission_id="who.token_mission_id")}
+), target AS ({_GRAPH_WRITES_TARGET.format(**_AS_WHO)}
        FOR UPDATE OF m
 ), replaced AS (
     {_GRAPH_WRITE_INSERT.format(rows=_GRAPH_WRITES_UNNEST.format(kind="special"), on_conflict=_GRAPH_WRITE_REPLACES)}
@@ -124,7 +129,7 @@ WITH who AS (
 SELECT who.user_id, who.token_id, who.token_mission_id, who.last_used_at, (SELECT id FROM target) AS mission_id FROM who"""
 GRAPH_WRITES_COUNTED_PG = counted_pg(GRAPH_WRITES_PG, last_column="AS mission_id")
 GRAPH_WRITES_SQLITE = (
-    _GRAPH_WRITES_TARGET.format(who="", user_id="%(user_id)s", token_mission_id="CAST(%(token_mission_id)s AS bigint)"),
+    _GRAPH_WRITES_TARGET.format(**_AS_GIVEN),
     _GRAPH_WRITE_INSERT.format(rows=_GRAPH_WRITE_VALUES, on_conflict=_GRAPH_WRITE_REPLACES),  # once per special write
     _GRAPH_WRITE_INSERT.format(rows=_GRAPH_WRITE_VALUES, on_conflict=_GRAPH_WRITE_KEEPS),  # once per ordinary write
     _GRAPH_WRITES_TITLE.format(mission_id="%(mission_id)s"),
@@ -164,7 +169,7 @@ _GRAPH_TUPLE_WRITES_ORDER = "task_path, task_id, idx"
 GRAPH_TUPLE_PG = f"""
 WITH who AS (
     {CALLER}
-), found AS ({_GRAPH_TUPLE_FOUND.format(who="who, ", user_id="who.user_id", token_mission_id="who.token_mission_id")}
+), found AS ({_GRAPH_TUPLE_FOUND.format(**_AS_WHO)}
 )
 SELECT who.user_id, who.token_id, who.token_mission_id, who.last_used_at,
        found.mission_id, found.ns, found.graph_id, found.parent_graph_id, found.skeleton, found.metadata, found.checkpoint_id,
@@ -176,7 +181,7 @@ SELECT who.user_id, who.token_id, who.token_mission_id, who.last_used_at,
   FROM who LEFT JOIN found ON true"""
 GRAPH_TUPLE_COUNTED_PG = counted_pg(GRAPH_TUPLE_PG, last_column="AS channel_values")
 GRAPH_TUPLE_SQLITE = (
-    _GRAPH_TUPLE_FOUND.format(who="", user_id="%(user_id)s", token_mission_id="CAST(%(token_mission_id)s AS bigint)"),
+    _GRAPH_TUPLE_FOUND.format(**_AS_GIVEN),
     # with the found row's mission, ns and graph id
     _GRAPH_TUPLE_WRITES.format(mission_id="%(mission_id)s", ns="%(ns)s", graph_id="%(graph_id)s") + f" ORDER BY {_GRAPH_TUPLE_WRITES_ORDER}",
     # with the found row's channel map
