@@ -47,12 +47,12 @@ def record_window(kind: str) -> tuple[int | None, bool]:
     return None, False
 
 
-def record_rows_after(kind: str, before: list[dict[str, Any]], added: dict[str, Any]) -> list[dict[str, Any]]:
-    """The rows a record section is made of once `added` (a live record of `kind`, newer than
-    every other) joined it, from the rows of its window read before (newest first, at most the
-    window's N): what `section_rows` reads after the insert."""
-    newest, _ = record_window(kind)
-    rows = [added, *before]
+def record_rows_after(record: Record, before: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The rows a record section is made of once `record` (a live record just written, newer than
+    every other of its kind, its `data` as stored) joined it, from the rows of its window read
+    before (newest first, at most the window's N): what `section_rows` reads after the insert."""
+    newest, _ = record_window(record.kind)
+    rows = [{column: getattr(record, column) for column in _RECORD_COLUMNS}, *before]
     return rows[:newest] if newest is not None else rows[::-1]
 
 
