@@ -201,12 +201,13 @@ def test_the_checkpoint_of_an_ending_mission_is_the_full_rebuild(alice, end):
 def test_a_records_section_read_with_its_write_is_the_full_rebuild(alice, kind):
     """On PostgreSQL a record's write also reads its section's window as it was (issue 20: no read
     of its own); the section made from it and the new record is the rebuild's, past the window of
-    notes and tool outputs too, with nested data (the section holds it as the database keeps it)."""
+    notes and tool outputs too, with nested data (the section holds it as the database reads it back)."""
     with override_settings(QUESTLOG_ACTIVE_NOTES=2, QUESTLOG_SNAPSHOT_INTERVAL=0):
         world = World(alice)
         run_id = world.running()
         for n in range(5):
-            data = {"n": 1e2, "z": [1.50, {"b": 2, "a": None, "é": "ü"}], "step": n}
+            # 1e300 is read back from jsonb as an integer: the section holds it as read back.
+            data = {"n": 1e2, "big": 1e300, "z": [1.50, {"b": 2, "a": None, "é": "ü"}], "step": n}
             records.record_create(actor=world.agent, run_id=run_id, kind=kind, text=f"{kind} {n}", data=data, key=f"{kind}-{n}")
             mission = world.fresh()
             assert current_refs(mission) == full_refs(mission), f"after {kind} {n}"

@@ -137,8 +137,7 @@ def record_create(
         change = savestate.record_change(kind, resolves=resolves is not None)
         if written.window_before is not None:
             # Its section as read with the write, and the record added: no read of its own.
-            record.data = written.data
-            savestate.apply_sections(mission, {RECORD_SECTIONS[kind]: section_reads.record_rows_after(record, written.window_before)})
+            savestate.apply_sections(mission, {RECORD_SECTIONS[kind]: section_reads.record_rows_after(record, written.data, written.window_before)})
         else:
             savestate.sections_refresh(mission, touched(change))
         savestate.record_added(mission, record)

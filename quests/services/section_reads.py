@@ -47,12 +47,13 @@ def record_window(kind: str) -> tuple[int | None, bool]:
     return None, False
 
 
-def record_rows_after(record: Record, before: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def record_rows_after(record: Record, stored_data: Any, before: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The rows a record section is made of once `record` (a live record just written, newer than
-    every other of its kind, its `data` as stored) joined it, from the rows of its window read
-    before (newest first, at most the window's N): what `section_rows` reads after the insert."""
+    every other of its kind; `stored_data` its data as the database keeps and reads it back: 1e300
+    comes back as an integer) joined it, from the rows of its window read before (newest first, at
+    most the window's N): what `section_rows` reads after the insert."""
     newest, _ = record_window(record.kind)
-    rows = [{column: getattr(record, column) for column in _RECORD_COLUMNS}, *before]
+    rows = [{**{column: getattr(record, column) for column in _RECORD_COLUMNS}, "data": stored_data}, *before]
     return rows[:newest] if newest is not None else rows[::-1]
 
 
