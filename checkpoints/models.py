@@ -93,6 +93,9 @@ class Checkpoint(SharedRefs, Lifecycle):
     report = models.ForeignKey(RefMap, null=True, blank=True, on_delete=models.DO_NOTHING, db_constraint=False, db_index=False, related_name="+")
 
     objects = CheckpointQuerySet.as_manager()
+    # Not a field: the mission row's fingerprint as the agent's claimed write of this checkpoint
+    # left it (engine.checkpoints.Known), when that write knew it.
+    mission_after: str | None = None
 
     class Meta:
         app_label = "quests"

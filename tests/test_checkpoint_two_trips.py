@@ -1,6 +1,7 @@
 """The agent's checkpoint in two round trips (issue 20): one autocommit read that authenticates the
 token and reads the run, its mission, the key and the head without a lock; one autocommit write
-that lands only if the mission row is still as read, else the locked path writes it. Races are
+that lands only if the mission row is still as read, else the locked path writes it. (Once this
+process wrote a run's checkpoint, the next is one statement: tests/test_checkpoint_one_trip.py.) Races are
 run for real, with threads and their own connections, on PostgreSQL."""
 
 import threading
@@ -71,9 +72,12 @@ def then_a_record_lands(read, agent: ApiClient, run_id: int):
 @pytest.mark.django_db(transaction=True)
 @postgresql_only
 def test_an_agent_checkpoint_is_two_statements_in_all_with_no_transaction(agent, run):
-    """Counted outside any test transaction: what production sends, BEGIN and COMMIT included."""
+    """Counted outside any test transaction: what production sends, BEGIN and COMMIT included.
+    Each checkpoint here is the first this process writes for the run (after that it is one
+    statement: tests/test_checkpoint_one_trip.py)."""
     post_checkpoint(agent, run["id"])
     for i in range(3):
+        engine_checkpoints.known_forget()
         with CaptureQueriesContext(connection) as captured:
             response = post_checkpoint(agent, run["id"], {**STATE, "k00": {"text": f"changed {i}", "n": i}})
         assert response.status_code == 201, response.content
@@ -207,6 +211,7 @@ def test_a_write_whose_mission_moved_after_the_read_takes_the_locked_path(agent,
     nothing, nothing of the first attempt is written, and the locked path writes the checkpoint
     with the record's section in it."""
     assert post_checkpoint(agent, run["id"]).status_code == 201
+    engine_checkpoints.known_forget()  # this checkpoint reads first
     monkeypatch.setattr(engine_checkpoints, "checkpoint_read", then_a_record_lands(engine_checkpoints.checkpoint_read, agent, run["id"]))
     with CaptureQueriesContext(connection) as captured:
         response = post_checkpoint(agent, run["id"], {**STATE, "k01": "changed"})

@@ -419,10 +419,14 @@ def test_the_statements_that_count_a_request_stay_within_psycopgs_parse_cache():
     from quests.engine.sql import graph, runs, tokens
 
     cache = CountingDatabaseCache("questlog_cache", {})
-    counted = [(tokens.AGENT_TOKEN_COUNTED_PG, tokens.COUNTED_TOKEN_ROW_PG)] + [
-        (template, tokens.COUNTED_CALLER_ROW_PG)
-        for template in (runs.CHECKPOINT_READ_COUNTED_PG, graph.GRAPH_PUT_READ_COUNTED_PG, graph.GRAPH_WRITES_COUNTED_PG, graph.GRAPH_TUPLE_COUNTED_PG)
-    ]
+    counted = (
+        [(tokens.AGENT_TOKEN_COUNTED_PG, tokens.COUNTED_TOKEN_ROW_PG)]
+        + [
+            (template, tokens.COUNTED_CALLER_ROW_PG)
+            for template in (runs.CHECKPOINT_READ_COUNTED_PG, graph.GRAPH_PUT_READ_COUNTED_PG, graph.GRAPH_WRITES_COUNTED_PG, graph.GRAPH_TUPLE_COUNTED_PG)
+        ]
+        + [(runs.CHECKPOINT_KNOWN_WRITE_COUNTED_PG, runs.KNOWN_COUNTED_ROW_PG)]
+    )
     for template, row in counted:
         text = template.replace("{count}", cache.count_statement(row))
         assert len(text.encode()) <= _queries.MAX_CACHED_STATEMENT_LENGTH, f"{len(text.encode())} bytes"

@@ -1,9 +1,12 @@
 """The agent's checkpoint as the engine writes it: `checkpoint_read` (round trip 1 of the fast path:
 authenticate, read, allocate the id, without a lock) and `checkpoint_write` (the checkpoint's one
-statement: under the mission's row lock, or as the fast path's compare-and-set on the mission row
-as read). The caller holds Django's transaction for the locked form; the fast path runs each
-statement in autocommit."""
+statement: under the mission's row lock, as the fast path's compare-and-set on the mission row as
+read, or, when this process wrote the run's last checkpoint (`Known`), as the one round trip that
+also authenticates). The caller holds Django's transaction for the locked form; the fast paths run
+each statement in autocommit."""
 
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -23,11 +26,16 @@ class Claim:
     use the write notes, if due)."""
 
     mission_seen: str
-    checkpoint_id: int
+    checkpoint_id: int | None  # None: the one-trip write (`who` given) allocates it
     used_token_id: int | None = None
     # A row written with the checkpoint, in its statement: the claimed write that also writes it
     # (`CHECKPOINT_CLAIMED_WRITE_PG` with more) and the row's parameters (QuestlogSaver.put's row).
     also: tuple[str, dict[str, Any]] | None = None
+    # The one-trip write (`CHECKPOINT_KNOWN_WRITE_PG`): who calls, authenticated by the write
+    # itself, and the count it takes along (it claims only within `rate`).
+    who: "Caller | Credentials | None" = None
+    count: Count | None = None
+    rate: int = 0
 
 
 @dataclass
@@ -70,10 +78,15 @@ def as_who(who: Caller | Credentials, statement: str, counted: str, params: dict
     hash, or a caller already known), or with `count` its `counted` form (`tokens_sql.counted_pg`,
     the count kept in `count.value`): who called and the rest of its row, or None when the
     token is not valid."""
-    caller = who if isinstance(who, Caller) else Caller(user_id=0)
-    params = {"token_hash": who.token_hash if isinstance(who, Credentials) else None, **caller.params(), **params}
+    params = {**_who_params(who), **params}
     rows = count.fetch(counted, tokens_sql.COUNTED_CALLER_ROW_PG, params) if count is not None else runner.fetch(statement, params)
     return _seen_caller(rows[0]) if rows else None
+
+
+def _who_params(who: Caller | Credentials) -> dict[str, Any]:
+    """The parameters `tokens_sql.CALLER` names who calls by."""
+    caller = who if isinstance(who, Caller) else Caller(user_id=0)
+    return {"token_hash": who.token_hash if isinstance(who, Credentials) else None, **caller.params()}
 
 
 def _seen_caller(row: tuple) -> tuple[Seen, tuple]:
@@ -117,6 +130,78 @@ class Written:
     id: int
     new_bytes: int
     created_at: datetime
+    mission_after: str | None = None  # the mission row's fingerprint after a claimed write
+
+
+@dataclass
+class Known:
+    """A run's mission as this process's last write of the run's checkpoint left it: what the next
+    checkpoint of the same caller would read (`seen`), and the mission row's fingerprint then.
+    With it the next checkpoint is one round trip (`CHECKPOINT_KNOWN_WRITE_PG`), which claims the
+    row only if it is still that one; when anything else moved it, nothing is written, and the
+    checkpoint reads and writes as it would without."""
+
+    seen: Seen
+    mission_after: str
+
+
+# Kept per process, a few per agent at most; an entry is taken out while its checkpoint is
+# written, so two requests of one run never share one. Bounded: the oldest go first. By mission
+# too: a save of the mission's state in this process (a record, an operation) forgets its entries,
+# so the checkpoint after it reads first instead of trying a claim bound to fail.
+KNOWN_LIMIT = 2048
+_known: OrderedDict[tuple, Known] = OrderedDict()
+_known_missions: dict[int, set[tuple]] = {}
+_known_lock = threading.Lock()
+
+
+def _known_key(who: Caller | Credentials, run_id: int) -> tuple:
+    if isinstance(who, Credentials):
+        return ("token", who.token_hash, run_id)
+    return ("user", who.user_id, who.token_mission_id, run_id)
+
+
+def known_take(who: Caller | Credentials, run_id: int) -> Known | None:
+    """The run's mission as this process last wrote it for this caller, taken out."""
+    with _known_lock:
+        return _known_drop(_known_key(who, run_id))
+
+
+def known_keep(who: Caller | Credentials, run_id: int, known: Known) -> None:
+    key = _known_key(who, run_id)
+    with _known_lock:
+        _known[key] = known
+        _known_missions.setdefault(_known_mission(known), set()).add(key)
+        while len(_known) > KNOWN_LIMIT:
+            _known_drop(next(iter(_known)))
+
+
+def known_moved(mission_id: int) -> None:
+    """This process saved the mission's state: what it knew of the mission's row is stale."""
+    with _known_lock:
+        for key in _known_missions.get(mission_id, set()).copy():
+            _known_drop(key)
+
+
+def known_forget() -> None:
+    """Forget every run this process wrote (tests that must see the two-trip path)."""
+    with _known_lock:
+        _known.clear()
+        _known_missions.clear()
+
+
+def _known_mission(known: Known) -> int:
+    return known.seen.locked.mission.pk if known.seen.locked else 0
+
+
+def _known_drop(key: tuple) -> Known | None:
+    known = _known.pop(key, None)
+    if known is not None:
+        keys = _known_missions.get(_known_mission(known), set())
+        keys.discard(key)
+        if not keys:
+            _known_missions.pop(_known_mission(known), None)
+    return known
 
 
 def checkpoint_write(
@@ -169,27 +254,31 @@ def checkpoint_write(
         if claim and claim.also:
             statement, also = claim.also
             claimed.update(also)
-        rows = runner.fetch(
-            statement,
-            {
-                **params,
-                **claimed,
-                "blob_shas": shas,
-                "blob_data": [contents[s] for s in shas],
-                "blob_media": [media[s] for s in shas],
-                "counted": list(row.blobs),
-                "map_shas": list(maps),
-                "map_refs": [runner.json_text(refs) for refs in maps.values()],
-                "archived_ids": list(previews),
-                "archived_blobs": [p[0] for p in previews.values()],
-                "archived_previews": [p[1] for p in previews.values()],
-                "archived_sizes": [p[2] for p in previews.values()],
-            },
-        )
-        if not rows:
+        if claim and claim.who is not None:
+            statement = runs_sql.CHECKPOINT_KNOWN_WRITE_PG
+            claimed.update(_who_params(claim.who), key_suffix=key.suffix if key else "", rate=claim.rate)
+        sent = {
+            **params,
+            **claimed,
+            "blob_shas": shas,
+            "blob_data": [contents[s] for s in shas],
+            "blob_media": [media[s] for s in shas],
+            "counted": list(row.blobs),
+            "map_shas": list(maps),
+            "map_refs": [runner.json_text(refs) for refs in maps.values()],
+            "archived_ids": list(previews),
+            "archived_blobs": [p[0] for p in previews.values()],
+            "archived_previews": [p[1] for p in previews.values()],
+            "archived_sizes": [p[2] for p in previews.values()],
+        }
+        if claim and claim.who is not None and claim.count is not None:
+            rows = claim.count.fetch(runs_sql.CHECKPOINT_KNOWN_WRITE_COUNTED_PG, runs_sql.KNOWN_COUNTED_ROW_PG, sent)
+        else:
+            rows = runner.fetch(statement, sent)
+        if not rows or rows[0][0] is None:
             return None
-        ((made_id, new_bytes),) = rows
-        return Written(id=made_id, new_bytes=new_bytes, created_at=now)
+        ((made_id, new_bytes, mission_after),) = rows
+        return Written(id=made_id, new_bytes=new_bytes, created_at=now, mission_after=mission_after)
     if claim is not None:
         raise ValueError("SQLite writes a checkpoint under its database lock: no claim.")
     beat, blob, store_map, archive, insert, remember, move = runs_sql.CHECKPOINT_WRITE_SQLITE

@@ -13,7 +13,7 @@ from typing import Any
 from checkpoints import refmaps
 from checkpoints.pruning import BLOB_GC_LOCK
 from quests.engine import runner
-from quests.engine.sql import runs as runs_sql
+from quests.engine.sql import lifecycle as lifecycle_sql, runs as runs_sql
 from quests.models import Mission, Run
 
 RUN_WIDTH = len(Run._meta.concrete_fields)
@@ -258,7 +258,7 @@ def state_save(save: StateSave) -> int | None:
 def lock_mission(caller: Caller, mission_id: int, key: Key | None = None) -> tuple[Mission, tuple[int | None, str | None]] | None:
     """The mission locked, with what `key` already made; None when the caller cannot see it."""
     params = {**caller.params(), "mission_id": mission_id, "key": key.key if key else None, "key_suffix": key.suffix if key else ""}
-    rows = runner.fetch(runs_sql.LOCK_MISSION_PG if runner.is_postgresql() else runs_sql.LOCK_MISSION_SQLITE, params)
+    rows = runner.fetch(lifecycle_sql.LOCK_MISSION_PG if runner.is_postgresql() else lifecycle_sql.LOCK_MISSION_SQLITE, params)
     if not rows:
         return None
     return runner.model_from_row(Mission, rows[0][:MISSION_WIDTH]), (rows[0][MISSION_WIDTH], rows[0][MISSION_WIDTH + 1])
@@ -287,14 +287,14 @@ def run_start(run: Run, mission: Mission, events: list[Any], key: Key | None) ->
     }
     if runner.is_postgresql():
         ((run_id,),) = runner.fetch(
-            runs_sql.RUN_START_PG,
+            lifecycle_sql.RUN_START_PG,
             {
                 **params,
                 **runner.audit_event_arrays(events),
             },
         )
         return run_id
-    insert, moved, audited, remember = runs_sql.RUN_START_SQLITE
+    insert, moved, audited, remember = lifecycle_sql.RUN_START_SQLITE
     (((made,), _),) = runner.steps([(insert, params)])
     after = {**params, "run_id": made[0]}
     runner.steps(

@@ -10,7 +10,7 @@ from typing import Any
 from django.conf import settings
 from django.db import transaction
 
-from checkpoints import compaction, services as storage
+from checkpoints import compaction, refmaps, services as storage
 from checkpoints.models import Checkpoint, Record, RecordKind
 from checkpoints.sections import RECORD_SECTIONS, touched
 from checkpoints.services import sha256_hex
@@ -25,14 +25,20 @@ from quests.services.snapshots import state_changed
 def checkpoint_create(
     *, actor: Actor | writes.Credentials, run_id: int, agent_state: dict[str, Any], note: str = "", key: str | None = None
 ) -> tuple[Checkpoint, bool]:
-    """The agent's checkpoint: authenticate, read, replay on key, fence, write, answer — two
-    statements on PostgreSQL, neither in a transaction of its own: the first authenticates the
-    caller (an agent token's `Credentials`, or an actor) and reads without a lock; the second
-    writes only if the mission row is still as read. When it moved (another writer went first),
-    the locked path writes instead."""
+    """The agent's checkpoint: authenticate, read, replay on key, fence, write, answer. On
+    PostgreSQL, when this process wrote the run's last checkpoint for the same caller, one
+    statement does it all (`_checkpoint_known`); else two, neither in a transaction of its own:
+    the first authenticates the caller (an agent token's `Credentials`, or an actor) and reads
+    without a lock; the second writes only if the mission row is still as read. When it moved
+    (another writer went first), the locked path writes instead."""
     parts = savestate.agent_parts_of(agent_state)
     keyed = checkpoint_keyed(key, parts, note)
-    seen = tokens.statement_caller(actor, lambda who, count: engine_checkpoints.checkpoint_read(who, run_id, keyed, count))
+    who = actor if isinstance(actor, writes.Credentials) else tokens.caller(actor)
+    known = engine_checkpoints.known_take(who, run_id)
+    checkpoint, counted = _checkpoint_known(who, run_id, known, parts, note, keyed) if known else (None, False)
+    if checkpoint is not None:
+        return checkpoint, False
+    seen = tokens.statement_caller(actor, lambda who, count: engine_checkpoints.checkpoint_read(who, run_id, keyed, count), counted=counted)
     use_due = seen.token_id if tokens.use_due(seen.token_last_used_at) else None
     locked = seen.locked
     if locked is None or seen.claim is None or idempotency.replayed(keyed, locked.replay) is not None:
@@ -41,9 +47,46 @@ def checkpoint_create(
     locking.refuse_unless_active(locked.run, locked.mission)
     checkpoint = savestate.take_checkpoint_unless_moved(locked, agent_parts=parts, note=note, key=keyed, claim=replace(seen.claim, used_token_id=use_due))
     if checkpoint is not None:
+        _known_after(who, run_id, seen, checkpoint, parts, use_due)
         return checkpoint, False
     tokens.token_used(use_due)
     return _checkpoint_locked(seen.caller, run_id, agent_parts=parts, note=note, keyed=keyed)
+
+
+def _checkpoint_known(
+    who: writes.Caller | writes.Credentials, run_id: int, known: engine_checkpoints.Known, parts: savestate.AgentParts, note: str, keyed: writes.Key
+) -> tuple[Checkpoint | None, bool]:
+    """The checkpoint in one statement, on the mission row as this process's last write left it:
+    (the checkpoint, or None when the row moved, the key made something already, or the caller
+    may no longer write there, and nothing was written; whether the request was counted)."""
+    seen, locked = known.seen, known.seen.locked
+    if locked is None:
+        return None, False
+    use_due = seen.token_id if tokens.use_due(seen.token_last_used_at) else None
+
+    def write(count: writes.Count | None, rate: int) -> Checkpoint | None:
+        claim = engine_checkpoints.Claim(mission_seen=known.mission_after, checkpoint_id=None, used_token_id=use_due, who=who, count=count, rate=rate)
+        return savestate.take_checkpoint_unless_moved(locked, agent_parts=parts, note=note, key=keyed, claim=claim)
+
+    checkpoint, counted = tokens.counted_with(who, write)
+    if checkpoint is not None:
+        _known_after(who, run_id, seen, checkpoint, parts, use_due)
+    return checkpoint, counted
+
+
+def _known_after(
+    who: writes.Caller | writes.Credentials, run_id: int, seen: engine_checkpoints.Seen, checkpoint: Checkpoint, parts: savestate.AgentParts, used: int | None
+) -> None:
+    """Keep the run's mission as the claimed write left it, for the next checkpoint's one statement."""
+    locked = seen.locked
+    if checkpoint.mission_after is None or locked is None:
+        return
+    layout = checkpoint.agent_layout
+    locked.head_seen_id, locked.head_seen_parts, locked.replay = checkpoint.pk, dict(parts[0]), (None, None)
+    locked.head_seen_layout = refmaps.AgentLayout(base=layout.base, delta=dict(layout.delta), refs=dict(parts[0]))
+    if used is not None:
+        seen.token_last_used_at = checkpoint.created_at
+    engine_checkpoints.known_keep(who, run_id, engine_checkpoints.Known(seen=seen, mission_after=checkpoint.mission_after))
 
 
 def checkpoint_keyed(key: str | None, parts: savestate.AgentParts, note: str) -> writes.Key:

@@ -289,8 +289,7 @@ def take_checkpoint(
 
 
 def take_checkpoint_unless_moved(seen: writes.Locked, *, agent_parts: AgentParts, note: str, key: writes.Key, claim: ckpts.Claim) -> Checkpoint | None:
-    """The agent's checkpoint of a mission read without its lock (`seen`, by `ckpts.checkpoint_read`): written only if
-    the mission row is still as read, in one autocommit statement that takes the blob writers' guard itself; else None."""
+    """The agent's checkpoint of a mission read without its lock (`seen`): written only if the row is still as read, else None."""
     return _write(
         seen.mission,
         trigger=Trigger.AGENT,
@@ -359,6 +358,8 @@ def _write(
     if not guarded:
         blob_writers_guard()
     if archived is None and _report(mission)["archive_due"]:
+        if claim is not None and claim.who is not None:
+            return None  # the one-statement write carries no notes' archive: the two-trip write does
         archived = _notes_archive(mission)
     refs, contents = current_document(mission)
     report = _report(mission)
@@ -416,7 +417,7 @@ def _write(
         new_bytes=written.new_bytes,
     )
     checkpoint.state_refs, checkpoint.agent_layout = refs, agent_layout  # known: nothing to read again
-    checkpoint.compaction_report = compaction_report
+    checkpoint.compaction_report, checkpoint.mission_after = compaction_report, written.mission_after
     checkpoint.maps_to_store()  # stored by the write
     checkpoint._state.adding, checkpoint._state.db = False, DEFAULT_DB_ALIAS
     if beat and run:

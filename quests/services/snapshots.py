@@ -29,7 +29,7 @@ from django.utils import timezone
 
 from checkpoints import pruning, sections
 from checkpoints.models import Checkpoint, RetentionPolicy, SnapshotRequest, Trigger
-from quests.engine import writes
+from quests.engine import checkpoints as engine_checkpoints, writes
 from quests.models import Hold, Mission, Run
 from quests.services import savestate
 from quests.services.locking import lock_mission
@@ -115,8 +115,11 @@ def state_save_of(
 
 
 def snapshot_asked(request_id: int | None, save: writes.StateSave) -> None:
-    """After a save that asked for a snapshot (`request_id`; None when one was pending already):
-    the message goes out after commit; if publishing fails the sweep publishes it later."""
+    """After a save of the mission's state that asked for a snapshot (`request_id`; None when one
+    was pending already): the message goes out after commit; if publishing fails the sweep
+    publishes it later. What this process knew of the mission's row for its next agent checkpoint
+    is forgotten: the save moved the row."""
+    engine_checkpoints.known_moved(save.mission_id)
     if request_id is not None:
         transaction.on_commit(lambda: snapshot_enqueue(request_id, save.snapshot_not_before))
 

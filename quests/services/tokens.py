@@ -6,6 +6,7 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import cast
 
+from django.conf import settings
 from django.utils import timezone
 
 from quests.engine import reads, writes
@@ -58,19 +59,42 @@ def credentials_actor(credentials: writes.Credentials, *, counted: bool) -> Acto
     return Actor(user=token.user, token=token)
 
 
-def statement_caller[T](actor: Actor | writes.Credentials, statement: Callable[[writes.Caller | writes.Credentials, writes.Count | None], T | None]) -> T:
+def statement_caller[T](
+    actor: Actor | writes.Credentials, statement: Callable[[writes.Caller | writes.Credentials, writes.Count | None], T | None], *, counted: bool = False
+) -> T:
     """Run an engine statement that authenticates its caller itself (`engine.checkpoints.as_who`):
     an agent token's `Credentials` as sent, its request counted against its rate by the same
     statement where the cache allows (RateLimited past it), or an actor as the caller whose rows it
-    may touch. Its result; Unauthenticated when the token is not valid."""
+    may touch. Its result; Unauthenticated when the token is not valid. `counted`: the request was
+    counted already (`counted_with`)."""
     credentials = actor if isinstance(actor, writes.Credentials) else None
-    counting = throttle.api_counting(credentials.token_hash) if credentials else None
+    counting = throttle.api_counting(credentials.token_hash) if credentials and not counted else None
     result = statement(credentials or caller(cast(Actor, actor)), counting)
     if result is None:
         raise Unauthenticated(Unauthenticated.MESSAGE)
-    if credentials is not None:
+    if credentials is not None and not counted:
         throttle.api_request_count(credentials.token_hash, receipt=False, counted=counting)
     return result
+
+
+def counted_with[T](who: writes.Caller | writes.Credentials, write: Callable[[writes.Count | None, int], T | None]) -> tuple[T | None, bool]:
+    """Run a write that authenticates its caller itself and claims nothing past the token's rate
+    (the agent's one-statement checkpoint), with an agent token's request counted once: by the
+    write's own statement where the database's cache keeps the count (`write(count, rate)`), else
+    before it, so that past the rate RateLimited comes before anything is written. Its result
+    (None: nothing written) and whether the request was counted (the caller then goes on without
+    counting it again; a token that is not valid was not counted)."""
+    if not isinstance(who, writes.Credentials):
+        return write(None, 0), False
+    counting = throttle.api_counting(who.token_hash)
+    if counting is None:
+        throttle.api_request_count(who.token_hash, receipt=False)
+        return write(None, 0), True
+    result = write(counting, settings.QUESTLOG_API_RATE)
+    if counting.value is None:
+        return result, False
+    throttle.api_request_count(who.token_hash, receipt=False, counted=counting)
+    return result, True
 
 
 def use_recorded(token_id: int | None, last_used_at: datetime | None) -> None:

@@ -1,6 +1,7 @@
 """The LangGraph saver's server side: put (a LangGraph checkpoint in two round trips), put_writes
 (pending writes) and get_tuple (a thread's checkpoint with its writes)."""
 
+from quests.engine.sql import compact
 from quests.engine.sql.runs import (
     _HEAD_REFS_PG,
     _HEAD_SEEN_COLUMNS,
@@ -60,21 +61,23 @@ def _spliced(text: str, anchor: str, added: str) -> str:
 # written unless the mission row is still as read), which also claims only while the thread is
 # live, with the LangGraph row written from the checkpoint it names (its retention approval and
 # expiry are NULL, as for every new row). Kept under psycopg's 4,096 bytes, past which it parses a
-# statement again on every call (tests/test_engine.py checks every statement).
-GRAPH_PUT_CLAIMED_WRITE_PG = _spliced(
+# statement again on every call (tests/test_engine.py checks every statement); compacted to stay so.
+GRAPH_PUT_CLAIMED_WRITE_PG = compact(
     _spliced(
-        CHECKPOINT_CLAIMED_WRITE_PG,
-        "AND md5(CAST(quests_mission AS text)) = %(mission_seen)s",
-        "\n       AND EXISTS (SELECT FROM quests_graphthread t WHERE t.mission_id = quests_mission.id AND t.deleted_at IS NULL)",
-    ),
-    "WHERE CAST(%(key)s AS text) IS NOT NULL\n)",
-    """, graphed AS (
+        _spliced(
+            CHECKPOINT_CLAIMED_WRITE_PG,
+            "AND md5(CAST(quests_mission AS text)) = %(mission_seen)s",
+            "\n       AND EXISTS (SELECT FROM quests_graphthread t WHERE t.mission_id = quests_mission.id AND t.deleted_at IS NULL)",
+        ),
+        "WHERE CAST(%(key)s AS text) IS NOT NULL\n)",
+        """, graphed AS (
     INSERT INTO checkpoints_graphcheckpoint (id, created_at, retention_class, checkpoint_id,
         mission_id, ns, graph_id, parent_graph_id, skeleton, metadata, channels, run_ref)
     SELECT CAST(%(graph_row_id)s AS bigint), %(now)s, 'working', made.id, CAST(%(mission_id)s AS bigint), %(ns)s,
         %(graph_id)s, %(parent_graph_id)s, CAST(%(skeleton)s AS jsonb), CAST(%(metadata)s AS jsonb), CAST(%(graph_channels)s AS jsonb),
         %(run_ref)s FROM made
 )""",
+    )
 )
 
 

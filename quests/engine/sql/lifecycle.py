@@ -1,6 +1,64 @@
-"""A mission's lifecycle: its creation (with its constraints, audit events and key) and a run's end."""
+"""A mission's lifecycle: its creation (with its constraints, audit events and key), a run's start
+and a run's end."""
 
-from quests.engine.sql.runs import AUDIT_EVENT, AUDIT_EVENTS_PG
+from quests.engine.sql.runs import EARLIER_KEY_JOIN, MISSION_COLUMNS
+
+# --- Start a run --------------------------------------------------------------------------------------
+# The mission locked, with what the key already made (as for a run's writes).
+_LOCK_MISSION = f"""
+SELECT {MISSION_COLUMNS},
+       earlier.object_id AS replay_object_id, earlier.request_hash AS replay_request_hash
+  FROM quests_mission m
+  {EARLIER_KEY_JOIN}
+ WHERE m.id = %(mission_id)s
+   AND m.owner_id = %(user_id)s
+   AND (CAST(%(token_mission_id)s AS bigint) IS NULL OR m.id = %(token_mission_id)s)"""
+LOCK_MISSION_PG = _LOCK_MISSION + "\n   FOR UPDATE OF m"
+LOCK_MISSION_SQLITE = _LOCK_MISSION
+
+# The run, the mission moved to it (its status, run count, active run and state version), the audit
+# events (a missing entity id is the new run's), and the key. `{new}` names the new run's id.
+_RUN_INSERT = """INSERT INTO quests_run (mission_id, number, agent, started_at, heartbeat_at, ended_at, stop_reason, stop_detail, token_id)
+    VALUES (%(mission_id)s, %(number)s, %(agent)s, %(now)s, %(now)s, NULL, NULL, '', %(token_id)s)
+    RETURNING id"""
+_RUN_MISSION_MOVED = """UPDATE quests_mission
+       SET status = %(status)s, run_count = %(number)s, active_run_id = {new}, updated_at = %(now)s,
+           state_version = %(state_version)s
+     WHERE id = %(mission_id)s"""
+AUDIT_EVENT = """INSERT INTO quests_auditevent (
+        created_at, mission_id, actor_user_id, actor_token_id, actor, entity, entity_id, action, from_state, to_state, data)
+    VALUES (%(now)s, %(mission_id)s, %(actor_user_id)s, %(actor_token_id)s, %(actor)s, %(entity)s,
+        COALESCE(CAST(%(entity_id)s AS bigint), {new}), %(action)s, %(from_state)s, %(to_state)s, CAST(%(data)s AS {json}))"""
+_RUN_KEY = """INSERT INTO quests_idempotentrequest (owner_id, scope, key, request_hash, object_id, created_at)
+    SELECT %(key_owner_id)s, %(key_scope)s, CAST(%(key)s AS text), %(request_hash)s, {new}, %(now)s
+     WHERE CAST(%(key)s AS text) IS NOT NULL"""
+AUDIT_EVENTS_PG = """INSERT INTO quests_auditevent (
+        created_at, mission_id, actor_user_id, actor_token_id, actor, entity, entity_id, action, from_state, to_state, data)
+    SELECT %(now)s, %(mission_id)s, %(actor_user_id)s, %(actor_token_id)s, %(actor)s, event.entity,
+           COALESCE(event.entity_id, {new}), event.action, event.from_state, event.to_state, event.data
+      FROM unnest(CAST(%(event_entities)s AS text[]), CAST(%(event_entity_ids)s AS bigint[]),
+                  CAST(%(event_actions)s AS text[]), CAST(%(event_from_states)s AS text[]),
+                  CAST(%(event_to_states)s AS text[]), CAST(%(event_data)s AS jsonb[]))
+           AS event(entity, entity_id, action, from_state, to_state, data)"""
+_NEW_RUN_PG = "(SELECT id FROM started)"
+RUN_START_PG = f"""
+WITH started AS (
+    {_RUN_INSERT}
+), moved AS (
+    {_RUN_MISSION_MOVED.format(new=_NEW_RUN_PG)}
+), audited AS (
+    {AUDIT_EVENTS_PG.format(new=_NEW_RUN_PG)}
+), remembered AS (
+    {_RUN_KEY.format(new=_NEW_RUN_PG)}
+)
+SELECT id FROM started"""
+RUN_START_SQLITE = (
+    _RUN_INSERT,
+    _RUN_MISSION_MOVED.format(new="%(run_id)s"),
+    AUDIT_EVENT.format(new="%(run_id)s", json="text"),  # once per event
+    _RUN_KEY.format(new="%(run_id)s"),
+)
+
 
 # --- Create a mission -----------------------------------------------------------------------------------
 # What the key already made (a mission create's key is the account's, in scope `missions`: there is

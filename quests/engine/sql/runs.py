@@ -1,8 +1,10 @@
-"""A run's writes: the lock of its mission, the agent's checkpoint (locked, and in two round trips),
-the heartbeat, a record, the save state after a change, and a run's start."""
+"""A run's writes: the lock of its mission, the agent's checkpoint (locked, in two round trips, and in
+one), the heartbeat, a record, and the save state after a change. (A run's start is a mission's
+lifecycle: `lifecycle`.)"""
 
+from quests.engine.sql import compact
 from quests.engine.sql.refmaps import AGENT_BASE_JOIN, AGENT_REFS_PG, AGENT_REFS_SQLITE
-from quests.engine.sql.tokens import CALLER, counted_pg
+from quests.engine.sql.tokens import CALLER, TOKEN_CALLER, counted_pg
 
 # The columns of a mission and a run, in their models' field order (`runner.model_from_row`
 # builds the instances from them).
@@ -15,6 +17,13 @@ MISSION_COLUMNS = """
 RUN_COLUMNS = """
     r.id, r.mission_id, r.number, r.agent, r.started_at, r.heartbeat_at, r.ended_at, r.stop_reason,
     r.stop_detail, r.token_id"""
+
+# What an idempotency key already made on mission `m`: the key's one lookup, under the mission
+# owner's account, in the mission's scope (`quests.services.idempotency`).
+EARLIER_KEY_JOIN = """LEFT JOIN quests_idempotentrequest earlier
+         ON earlier.owner_id = m.owner_id
+        AND earlier.scope = 'm' || m.id || ':' || %(key_suffix)s
+        AND earlier.key = %(key)s"""
 
 # The head checkpoint's agent-state refs (so unchanged parts are not sent again) with how they are
 # stored (the new checkpoint's delta goes on the same base), as a run's lock and the agent's
@@ -39,10 +48,7 @@ SELECT {RUN_COLUMNS}, {MISSION_COLUMNS},
   FROM quests_run r
   JOIN quests_mission m ON m.id = r.mission_id
   {_HEAD_SEEN_JOIN}
-  LEFT JOIN quests_idempotentrequest earlier
-         ON earlier.owner_id = m.owner_id
-        AND earlier.scope = 'm' || m.id || ':' || %(key_suffix)s
-        AND earlier.key = %(key)s
+  {EARLIER_KEY_JOIN}
  WHERE r.id = %(run_id)s
    AND m.owner_id = %(user_id)s
    AND (CAST(%(token_mission_id)s AS bigint) IS NULL OR m.id = %(token_mission_id)s)"""
@@ -64,6 +70,14 @@ LOCK_RUN_SQLITE = _LOCK_RUN.format(head_refs=_HEAD_REFS_SQLITE)
 # Everything hangs off `claimed`, the row the checkpoint gets its id from: under the mission's row
 # lock (the locked path) it is simply the next id; on the agent's fast path it is the mission row
 # the compare-and-set claimed, so that nothing is written when the mission moved meanwhile.
+# `{archive}`: the notes a compaction pass archives (`_ARCHIVE`; the one-trip form has none).
+_ARCHIVE = """, archived AS (
+    UPDATE checkpoints_record
+       SET blob_id = moved.blob_id, text = moved.preview, size_bytes = moved.size_bytes, archived = TRUE
+      FROM unnest(CAST(%(archived_ids)s AS bigint[]), CAST(%(archived_blobs)s AS text[]), CAST(%(archived_previews)s AS text[]),
+                  CAST(%(archived_sizes)s AS integer[])) AS moved(id, blob_id, preview, size_bytes)
+     WHERE checkpoints_record.id = moved.id AND EXISTS (SELECT 1 FROM claimed)
+)"""
 _CHECKPOINT_WRITE = """
 WITH {claim}, beat AS (
     UPDATE quests_run SET heartbeat_at = %(now)s WHERE id = %(beat_run_id)s AND EXISTS (SELECT 1 FROM claimed)
@@ -79,13 +93,7 @@ WITH {claim}, beat AS (
     SELECT sent.sha, sent.refs FROM unnest(CAST(%(map_shas)s AS text[]), CAST(%(map_refs)s AS jsonb[])) AS sent(sha, refs)
      WHERE EXISTS (SELECT 1 FROM claimed)
     ON CONFLICT DO NOTHING
-), archived AS (
-    UPDATE checkpoints_record
-       SET blob_id = moved.blob_id, text = moved.preview, size_bytes = moved.size_bytes, archived = TRUE
-      FROM unnest(CAST(%(archived_ids)s AS bigint[]), CAST(%(archived_blobs)s AS text[]), CAST(%(archived_previews)s AS text[]),
-                  CAST(%(archived_sizes)s AS integer[])) AS moved(id, blob_id, preview, size_bytes)
-     WHERE checkpoints_record.id = moved.id AND EXISTS (SELECT 1 FROM claimed)
-), made AS (
+){archive}, made AS (
     INSERT INTO checkpoints_checkpoint (
         id, created_at, retention_class, retention_approved_at, expires_at, mission_id, run_id, parent_id, seq, trigger,
         hash, verified, verified_at, note, state_map_id, agent_map_id, agent_delta, record_watermark, size_bytes,
@@ -106,7 +114,7 @@ WITH {claim}, beat AS (
       FROM made
      WHERE CAST(%(key)s AS text) IS NOT NULL
 ){move}
-SELECT id, new_bytes FROM made"""
+{answer}"""
 # The mission's head moved to the checkpoint, with its save state's bookkeeping.
 _CHECKPOINT_MISSION_MOVED = """UPDATE quests_mission
        SET head_checkpoint_id = {head}, next_checkpoint_seq = %(seq)s + 1, updated_at = %(now)s,
@@ -119,6 +127,8 @@ CHECKPOINT_WRITE_PG = _CHECKPOINT_WRITE.format(
       FROM made
      WHERE quests_mission.id = %(mission_id)s
 )""",
+    archive=_ARCHIVE,
+    answer="SELECT id, new_bytes, NULL AS mission_after FROM made",
 )
 
 # --- The agent's checkpoint in two round trips -------------------------------------------------------
@@ -139,10 +149,7 @@ SELECT who.user_id, who.token_id, who.token_mission_id, who.last_used_at,
         AND m.owner_id = who.user_id
         AND (who.token_mission_id IS NULL OR m.id = who.token_mission_id)
   {_HEAD_SEEN_JOIN}
-  LEFT JOIN quests_idempotentrequest earlier
-         ON earlier.owner_id = m.owner_id
-        AND earlier.scope = 'm' || m.id || ':' || %(key_suffix)s
-        AND earlier.key = %(key)s"""
+  {EARLIER_KEY_JOIN}"""
 CHECKPOINT_READ_PG = _CHECKPOINT_READ.format(
     head_refs=_HEAD_REFS_PG,
     extra=""",
@@ -162,6 +169,7 @@ CHECKPOINT_READ_SQLITE = _CHECKPOINT_READ.format(head_refs=_HEAD_REFS_SQLITE, ex
 # nothing matches here, and the caller takes the locked path) or waits. It takes the blob
 # writers' shared lock first (`guard`): every insert hangs off `claimed`, so none runs before it.
 # The token's last use is noted here when a minute has passed since the last one.
+_CLAIMED_ANSWER = "SELECT made.id, made.new_bytes, (SELECT mission_after FROM claimed) AS mission_after FROM made"
 CHECKPOINT_CLAIMED_WRITE_PG = _CHECKPOINT_WRITE.format(
     claim=f"""guard AS (
     SELECT pg_advisory_xact_lock_shared(%(blob_gc_lock)s)
@@ -171,12 +179,64 @@ CHECKPOINT_CLAIMED_WRITE_PG = _CHECKPOINT_WRITE.format(
      WHERE quests_mission.id = %(mission_id)s
        AND quests_mission.active_run_id = %(run_id)s
        AND md5(CAST(quests_mission AS text)) = %(mission_seen)s
-    RETURNING CAST(%(checkpoint_id)s AS bigint) AS id
+    RETURNING CAST(%(checkpoint_id)s AS bigint) AS id, md5(CAST(quests_mission AS text)) AS mission_after
 ), token_used AS (
     UPDATE quests_agenttoken SET last_used_at = %(now)s WHERE id = %(used_token_id)s
 )""",
+    archive=_ARCHIVE,
     move="",
+    answer=_CLAIMED_ANSWER,
 )
+
+# --- The agent's checkpoint in one round trip --------------------------------------------------------
+# When this process wrote the run's last checkpoint itself (`engine.checkpoints.Known`: the mission
+# row as that write left it, by its fingerprint), the read is not needed: one autocommit statement
+# authenticates the caller (in the counted form it also counts the request, and claims only within
+# the rate), looks the key up, and claims the mission row as the claimed write does, allocating the
+# checkpoint's id as it moves the head. It claims nothing when the row moved, when the key made
+# something already, or when the caller may not write there: the caller then reads and writes as
+# above. No row: the token is not valid. `{counted}` and `{within_rate}`: the counted form's parts.
+# Its whitespace is collapsed (`compact`): psycopg parses a statement once only up to 4,096 bytes.
+_CHECKPOINT_KNOWN_WRITE = _CHECKPOINT_WRITE.format(
+    claim="""who AS (
+    {who}
+){counted}, guard AS (
+    SELECT pg_advisory_xact_lock_shared(%(blob_gc_lock)s)
+), claimed AS (
+    """
+    + _CHECKPOINT_MISSION_MOVED.format(head="nextval('checkpoints_checkpoint_id_seq')")
+    + """
+      FROM guard, who
+     WHERE quests_mission.id = %(mission_id)s
+       AND quests_mission.active_run_id = %(run_id)s
+       AND md5(CAST(quests_mission AS text)) = %(mission_seen)s
+       AND quests_mission.owner_id = who.user_id
+       AND (who.token_mission_id IS NULL OR quests_mission.id = who.token_mission_id)
+       AND NOT EXISTS (SELECT FROM quests_idempotentrequest earlier
+                        WHERE earlier.owner_id = quests_mission.owner_id
+                          AND earlier.scope = 'm' || quests_mission.id || ':' || %(key_suffix)s
+                          AND earlier.key = %(key)s){within_rate}
+    RETURNING quests_mission.head_checkpoint_id AS id, md5(CAST(quests_mission AS text)) AS mission_after
+), token_used AS (
+    UPDATE quests_agenttoken SET last_used_at = %(now)s WHERE id = %(used_token_id)s AND EXISTS (SELECT FROM claimed)
+)""",
+    archive="",
+    move="",
+    answer="""SELECT made.id, made.new_bytes, (SELECT mission_after FROM claimed) AS mission_after{api_count}
+  FROM who LEFT JOIN made ON TRUE""",
+)
+CHECKPOINT_KNOWN_WRITE_PG = compact(
+    _CHECKPOINT_KNOWN_WRITE.replace("{who}", CALLER).replace("{counted}", "").replace("{within_rate}", "").replace("{api_count}", "")
+)
+# The counted form (an agent token's only): the count's row is the valid token's, from `who`
+# (`{count}`: the cache's upsert of KNOWN_COUNTED_ROW_PG).
+CHECKPOINT_KNOWN_WRITE_COUNTED_PG = compact(
+    _CHECKPOINT_KNOWN_WRITE.replace("{who}", TOKEN_CALLER)
+    .replace("{counted}", ", counted AS (\n    {count}\n)")
+    .replace("{within_rate}", "\n       AND CAST((SELECT value FROM counted) AS integer) <= %(rate)s")
+    .replace("{api_count}", ",\n       (SELECT value FROM counted) AS api_count")
+)
+KNOWN_COUNTED_ROW_PG = "SELECT %(count_key)s, '1', %(count_expires)s FROM who WHERE who.token_id IS NOT NULL"
 
 CHECKPOINT_WRITE_SQLITE = (
     "UPDATE quests_run SET heartbeat_at = %(now)s WHERE id = %(beat_run_id)s",
@@ -328,63 +388,4 @@ STATE_SAVE_SQLITE = (
     STORE_PART_SQLITE,  # once per part
     SAVE_STATE.format(json="text"),
     ASK_SNAPSHOT,
-)
-
-# --- Start a run --------------------------------------------------------------------------------------
-# The mission locked, with what the key already made (as for a run's writes).
-_LOCK_MISSION = f"""
-SELECT {MISSION_COLUMNS},
-       earlier.object_id AS replay_object_id, earlier.request_hash AS replay_request_hash
-  FROM quests_mission m
-  LEFT JOIN quests_idempotentrequest earlier
-         ON earlier.owner_id = m.owner_id
-        AND earlier.scope = 'm' || m.id || ':' || %(key_suffix)s
-        AND earlier.key = %(key)s
- WHERE m.id = %(mission_id)s
-   AND m.owner_id = %(user_id)s
-   AND (CAST(%(token_mission_id)s AS bigint) IS NULL OR m.id = %(token_mission_id)s)"""
-LOCK_MISSION_PG = _LOCK_MISSION + "\n   FOR UPDATE OF m"
-LOCK_MISSION_SQLITE = _LOCK_MISSION
-
-# The run, the mission moved to it (its status, run count, active run and state version), the audit
-# events (a missing entity id is the new run's), and the key. `{new}` names the new run's id.
-_RUN_INSERT = """INSERT INTO quests_run (mission_id, number, agent, started_at, heartbeat_at, ended_at, stop_reason, stop_detail, token_id)
-    VALUES (%(mission_id)s, %(number)s, %(agent)s, %(now)s, %(now)s, NULL, NULL, '', %(token_id)s)
-    RETURNING id"""
-_RUN_MISSION_MOVED = """UPDATE quests_mission
-       SET status = %(status)s, run_count = %(number)s, active_run_id = {new}, updated_at = %(now)s,
-           state_version = %(state_version)s
-     WHERE id = %(mission_id)s"""
-AUDIT_EVENT = """INSERT INTO quests_auditevent (
-        created_at, mission_id, actor_user_id, actor_token_id, actor, entity, entity_id, action, from_state, to_state, data)
-    VALUES (%(now)s, %(mission_id)s, %(actor_user_id)s, %(actor_token_id)s, %(actor)s, %(entity)s,
-        COALESCE(CAST(%(entity_id)s AS bigint), {new}), %(action)s, %(from_state)s, %(to_state)s, CAST(%(data)s AS {json}))"""
-_RUN_KEY = """INSERT INTO quests_idempotentrequest (owner_id, scope, key, request_hash, object_id, created_at)
-    SELECT %(key_owner_id)s, %(key_scope)s, CAST(%(key)s AS text), %(request_hash)s, {new}, %(now)s
-     WHERE CAST(%(key)s AS text) IS NOT NULL"""
-AUDIT_EVENTS_PG = """INSERT INTO quests_auditevent (
-        created_at, mission_id, actor_user_id, actor_token_id, actor, entity, entity_id, action, from_state, to_state, data)
-    SELECT %(now)s, %(mission_id)s, %(actor_user_id)s, %(actor_token_id)s, %(actor)s, event.entity,
-           COALESCE(event.entity_id, {new}), event.action, event.from_state, event.to_state, event.data
-      FROM unnest(CAST(%(event_entities)s AS text[]), CAST(%(event_entity_ids)s AS bigint[]),
-                  CAST(%(event_actions)s AS text[]), CAST(%(event_from_states)s AS text[]),
-                  CAST(%(event_to_states)s AS text[]), CAST(%(event_data)s AS jsonb[]))
-           AS event(entity, entity_id, action, from_state, to_state, data)"""
-_NEW_RUN_PG = "(SELECT id FROM started)"
-RUN_START_PG = f"""
-WITH started AS (
-    {_RUN_INSERT}
-), moved AS (
-    {_RUN_MISSION_MOVED.format(new=_NEW_RUN_PG)}
-), audited AS (
-    {AUDIT_EVENTS_PG.format(new=_NEW_RUN_PG)}
-), remembered AS (
-    {_RUN_KEY.format(new=_NEW_RUN_PG)}
-)
-SELECT id FROM started"""
-RUN_START_SQLITE = (
-    _RUN_INSERT,
-    _RUN_MISSION_MOVED.format(new="%(run_id)s"),
-    AUDIT_EVENT.format(new="%(run_id)s", json="text"),  # once per event
-    _RUN_KEY.format(new="%(run_id)s"),
 )

@@ -24,13 +24,18 @@ COUNTED_TOKEN_ROW_PG = "SELECT %(count_key)s, '1', %(count_expires)s FROM found 
 # --- Who calls, inside a statement of the engine's own -------------------------------------------
 # The first part of a statement that authenticates its caller itself: an agent token by its hash
 # (valid, not revoked, its user active, and the one mission it may be limited to), or a caller
-# already known (a signed-in user as given). No row: the token is not valid.
-CALLER = """SELECT t.user_id, t.id AS token_id, t.mission_id AS token_mission_id, t.last_used_at
+# already known (a signed-in user as given). No row: the token is not valid. `TOKEN_CALLER`: the
+# token's part alone.
+TOKEN_CALLER = """SELECT t.user_id, t.id AS token_id, t.mission_id AS token_mission_id, t.last_used_at
           FROM quests_agenttoken t JOIN auth_user u ON u.id = t.user_id
-         WHERE t.token_hash = CAST(%(token_hash)s AS text) AND t.revoked_at IS NULL AND u.is_active
+         WHERE t.token_hash = CAST(%(token_hash)s AS text) AND t.revoked_at IS NULL AND u.is_active"""
+CALLER = (
+    TOKEN_CALLER
+    + """
         UNION ALL
         SELECT CAST(%(user_id)s AS integer), NULL, CAST(%(token_mission_id)s AS bigint), NULL
          WHERE CAST(%(token_hash)s AS text) IS NULL"""
+)
 # A valid token's row for the cache's count (`counted_pg`).
 COUNTED_CALLER_ROW_PG = f"SELECT %(count_key)s, '1', %(count_expires)s FROM ({CALLER}) valid WHERE valid.token_id IS NOT NULL"
 
