@@ -76,7 +76,7 @@ HTTP_SAMPLES = 10 if QUICK else 60  # per round
 
 
 def ql_storage_write(mission, run, state) -> None:
-    """Storage layer only: an empty state document, head and seq moved as savestate._write does."""
+    """Storage layer only: an empty state document, head and seq moved as checkpointing._write does."""
     with transaction.atomic():
         checkpoint = storage.checkpoint_write(
             mission_id=mission.pk,

@@ -17,10 +17,14 @@ from checkpoints.models import Checkpoint
 from quests.engine import checkpoints as engine_checkpoints
 from quests.models import AgentToken, Mission
 from tests.conftest import ApiClient
-from tests.test_checkpoint_two_trips import STATE, UNAUTHENTICATED, assert_one_chain, key, post_checkpoint, postgresql_only
+from tests.test_checkpoint_two_trips import STATE, UNAUTHENTICATED, assert_one_chain, key, post_checkpoint
 from tests.test_throttle_count import cache_statements, counted_rate, database_cache  # noqa: F401 - fixtures
 
-pytestmark = postgresql_only
+pytestmark = pytest.mark.skipif(
+    connection.vendor != "postgresql",
+    reason="the one-statement checkpoint is PostgreSQL's (a claimed write of data-modifying CTEs); SQLite writes every checkpoint under its database lock, "
+    "which tests/test_checkpoint_two_trips.py covers (the suite runs on PostgreSQL: these never skip in make test)",
+)
 
 
 def changed(i: int) -> dict:
@@ -169,3 +173,30 @@ def test_two_workers_of_one_token_checkpointing_one_run_at_once_keep_one_chain(a
     )
     assert [a.status for a in answers] == [201, 201]
     assert len(assert_one_chain(run["mission_id"])) == 1 + 2 * rounds
+
+
+def test_the_map_of_what_this_process_wrote_is_bounded_and_forgets_a_mission_whose_state_it_saved(monkeypatch):
+    """Unit test of `engine.checkpoints`' map: the oldest entry goes first past KNOWN_LIMIT, an entry
+    is taken out when used, and a save of a mission's state forgets every entry of that mission."""
+    from types import SimpleNamespace
+
+    from quests.engine.writes import Caller, Credentials
+
+    def known(mission_id: int) -> engine_checkpoints.Known:
+        seen = SimpleNamespace(locked=SimpleNamespace(mission=SimpleNamespace(pk=mission_id)))
+        return engine_checkpoints.Known(seen=seen, mission_after=f"m{mission_id}")  # type: ignore[arg-type]
+
+    engine_checkpoints.known_forget()
+    monkeypatch.setattr(engine_checkpoints, "KNOWN_LIMIT", 3)
+    token, user = Credentials(token_hash="h"), Caller(user_id=7)
+    for run_id in (1, 2, 3, 4):
+        engine_checkpoints.known_keep(token, run_id, known(10 + run_id))
+    assert engine_checkpoints.known_take(token, 1) is None  # the oldest went first
+    assert engine_checkpoints.known_take(token, 2).mission_after == "m12"
+    assert engine_checkpoints.known_take(token, 2) is None  # taken out while used
+    assert engine_checkpoints.known_take(user, 3) is None  # another caller's
+    engine_checkpoints.known_keep(user, 5, known(13))
+    engine_checkpoints.known_moved(13)
+    assert engine_checkpoints.known_take(token, 3) is None and engine_checkpoints.known_take(user, 5) is None
+    assert engine_checkpoints.known_take(token, 4).mission_after == "m14"
+    engine_checkpoints.known_forget()

@@ -226,9 +226,9 @@ def test_a_write_whose_mission_moved_after_the_read_takes_the_locked_path(agent,
 def test_the_key_s_body_hash_made_from_the_parts_is_the_body_s():
     """The checkpoint serialises its state once: the key's request hash is made from the parts'
     canonical JSON, and must equal the hash of the body itself (keys remembered before stay valid)."""
-    from quests.services import idempotency, records, savestate
+    from quests.services import checkpointing, idempotency, records
 
     for state, note in ((STATE, ""), ({"é": [1, 2.5, None, True], "a": {"z": "ü", "b": []}}, "a note"), ({}, "")):
-        made = records.checkpoint_keyed("k", savestate.agent_parts_of(state), note)
+        made = records.checkpoint_keyed("k", checkpointing.agent_parts_of(state), note)
         assert made == idempotency.keyed("checkpoints", "k", {"agent_state": state, "note": note})
         assert made.request_hash

@@ -18,7 +18,7 @@ from checkpoints.services import (
 from quests.models import Mission
 from quests.services import milestones, missions, operations, records, runs
 from quests.services.audit import Actor
-from quests.services.savestate import take_checkpoint
+from quests.services.checkpointing import take_checkpoint
 from quests.services.tokens import token_create
 
 pytestmark = pytest.mark.django_db

@@ -144,6 +144,12 @@ class Known:
     seen: Seen
     mission_after: str
 
+    @property
+    def locked(self) -> Locked:
+        """The run and its mission as the write left them (a `Known` is kept only with them)."""
+        assert self.seen.locked is not None
+        return self.seen.locked
+
 
 # Kept per process, a few per agent at most; an entry is taken out while its checkpoint is
 # written, so two requests of one run never share one. Bounded: the oldest go first. By mission
@@ -191,7 +197,7 @@ def known_forget() -> None:
 
 
 def _known_mission(known: Known) -> int:
-    return known.seen.locked.mission.pk if known.seen.locked else 0
+    return known.locked.mission.pk
 
 
 def _known_drop(key: tuple) -> Known | None:
@@ -255,6 +261,10 @@ def checkpoint_write(
             statement, also = claim.also
             claimed.update(also)
         if claim and claim.who is not None:
+            # Its mission as this process's last write left it: that write cleared the report's
+            # `archive_due`, and any archive due since moved the row, so no claim could hold.
+            if previews:
+                raise ValueError("The one-statement checkpoint carries no notes' archive.")
             statement = runs_sql.CHECKPOINT_KNOWN_WRITE_PG
             claimed.update(_who_params(claim.who), key_suffix=key.suffix if key else "", rate=claim.rate)
         sent = {

@@ -17,11 +17,11 @@ from quests.selectors import compare
 from quests.services import idempotency, machine
 from quests.services.access import get_for, require_person
 from quests.services.audit import SYSTEM, Actor, audit_event
+from quests.services.checkpointing import take_checkpoint
 from quests.services.errors import Conflict, InvalidInput, require_within
 from quests.services.locking import fence, lock_mission, lock_run_for_write
 from quests.services.missions import has_pending
 from quests.services.runs import run_end
-from quests.services.savestate import take_checkpoint
 from quests.services.snapshots import state_changed
 from quests.services.standing import standing_decision_make, standing_decisions_apply
 

@@ -12,10 +12,10 @@ from quests.models import Milestone, MilestoneKind, Mission, ReviewStatus
 from quests.services import idempotency, machine
 from quests.services.approvals import locked_for_person, person_act, settle, wait_for_the_person
 from quests.services.audit import Actor, audit
+from quests.services.checkpointing import take_checkpoint
 from quests.services.errors import InvalidInput
 from quests.services.locking import fence, lock_run_for_write
 from quests.services.missions import _pause, constraint_from_correction
-from quests.services.savestate import take_checkpoint
 from quests.services.snapshots import state_changed
 
 # review action -> the review status it gives the milestone (`pause` leaves it pending)

@@ -14,9 +14,9 @@ from quests.models import ApprovalStatus, AuditEvent, Constraint, ConstraintSour
 from quests.services import idempotency, machine, pending, savestate
 from quests.services.access import get_for, require_person, require_whole_account
 from quests.services.audit import Actor, audit, audit_event
+from quests.services.checkpointing import take_checkpoint
 from quests.services.errors import Conflict, InvalidInput, NotFound, require_within
 from quests.services.runs import pending_ended, run_end
-from quests.services.savestate import take_checkpoint
 from quests.services.snapshots import state_changed
 
 

@@ -15,7 +15,7 @@ from checkpoints.models import Checkpoint, Record, RecordKind
 from checkpoints.sections import RECORD_SECTIONS, touched
 from checkpoints.services import sha256_hex
 from quests.engine import checkpoints as engine_checkpoints, writes
-from quests.services import idempotency, locking, savestate, section_reads, tokens
+from quests.services import checkpointing, idempotency, locking, savestate, section_reads, tokens
 from quests.services.audit import Actor
 from quests.services.errors import InvalidInput, NotFound
 from quests.services.snapshots import state_changed
@@ -31,21 +31,21 @@ def checkpoint_create(
     the first authenticates the caller (an agent token's `Credentials`, or an actor) and reads
     without a lock; the second writes only if the mission row is still as read. When it moved
     (another writer went first), the locked path writes instead."""
-    parts = savestate.agent_parts_of(agent_state)
+    parts = checkpointing.agent_parts_of(agent_state)
     keyed = checkpoint_keyed(key, parts, note)
-    who = actor if isinstance(actor, writes.Credentials) else tokens.caller(actor)
+    who = tokens.who_calls(actor)
     known = engine_checkpoints.known_take(who, run_id)
     checkpoint, counted = _checkpoint_known(who, run_id, known, parts, note, keyed) if known else (None, False)
     if checkpoint is not None:
         return checkpoint, False
     seen = tokens.statement_caller(actor, lambda who, count: engine_checkpoints.checkpoint_read(who, run_id, keyed, count), counted=counted)
-    use_due = seen.token_id if tokens.use_due(seen.token_last_used_at) else None
+    use_due = tokens.use_to_note(seen)
     locked = seen.locked
     if locked is None or seen.claim is None or idempotency.replayed(keyed, locked.replay) is not None:
         tokens.token_used(use_due)
         return _checkpoint_locked(seen.caller, run_id, agent_parts=parts, note=note, keyed=keyed)
     locking.refuse_unless_active(locked.run, locked.mission)
-    checkpoint = savestate.take_checkpoint_unless_moved(locked, agent_parts=parts, note=note, key=keyed, claim=replace(seen.claim, used_token_id=use_due))
+    checkpoint = checkpointing.take_checkpoint_unless_moved(locked, agent_parts=parts, note=note, key=keyed, claim=replace(seen.claim, used_token_id=use_due))
     if checkpoint is not None:
         _known_after(who, run_id, seen, checkpoint, parts, use_due)
         return checkpoint, False
@@ -54,19 +54,17 @@ def checkpoint_create(
 
 
 def _checkpoint_known(
-    who: writes.Caller | writes.Credentials, run_id: int, known: engine_checkpoints.Known, parts: savestate.AgentParts, note: str, keyed: writes.Key
+    who: writes.Caller | writes.Credentials, run_id: int, known: engine_checkpoints.Known, parts: checkpointing.AgentParts, note: str, keyed: writes.Key
 ) -> tuple[Checkpoint | None, bool]:
     """The checkpoint in one statement, on the mission row as this process's last write left it:
     (the checkpoint, or None when the row moved, the key made something already, or the caller
     may no longer write there, and nothing was written; whether the request was counted)."""
-    seen, locked = known.seen, known.seen.locked
-    if locked is None:
-        return None, False
-    use_due = seen.token_id if tokens.use_due(seen.token_last_used_at) else None
+    seen, locked = known.seen, known.locked
+    use_due = tokens.use_to_note(seen)
 
     def write(count: writes.Count | None, rate: int) -> Checkpoint | None:
         claim = engine_checkpoints.Claim(mission_seen=known.mission_after, checkpoint_id=None, used_token_id=use_due, who=who, count=count, rate=rate)
-        return savestate.take_checkpoint_unless_moved(locked, agent_parts=parts, note=note, key=keyed, claim=claim)
+        return checkpointing.take_checkpoint_unless_moved(locked, agent_parts=parts, note=note, key=keyed, claim=claim)
 
     checkpoint, counted = tokens.counted_with(who, write)
     if checkpoint is not None:
@@ -75,7 +73,12 @@ def _checkpoint_known(
 
 
 def _known_after(
-    who: writes.Caller | writes.Credentials, run_id: int, seen: engine_checkpoints.Seen, checkpoint: Checkpoint, parts: savestate.AgentParts, used: int | None
+    who: writes.Caller | writes.Credentials,
+    run_id: int,
+    seen: engine_checkpoints.Seen,
+    checkpoint: Checkpoint,
+    parts: checkpointing.AgentParts,
+    used: int | None,
 ) -> None:
     """Keep the run's mission as the claimed write left it, for the next checkpoint's one statement."""
     locked = seen.locked
@@ -89,14 +92,14 @@ def _known_after(
     engine_checkpoints.known_keep(who, run_id, engine_checkpoints.Known(seen=seen, mission_after=checkpoint.mission_after))
 
 
-def checkpoint_keyed(key: str | None, parts: savestate.AgentParts, note: str) -> writes.Key:
+def checkpoint_keyed(key: str | None, parts: checkpointing.AgentParts, note: str) -> writes.Key:
     """The checkpoint's idempotency key, its body hash made from the state's parts: the state is
     serialised once (the same bytes as the canonical JSON of {"agent_state": …, "note": …})."""
     body = b'{"agent_state":' + storage.joined(parts[0], parts[1]) + b',"note":' + storage.canonical_json(note) + b"}"
     return idempotency.keyed_canonical("checkpoints", key, body)
 
 
-def _checkpoint_locked(caller: writes.Caller, run_id: int, *, agent_parts: savestate.AgentParts, note: str, keyed: writes.Key) -> tuple[Checkpoint, bool]:
+def _checkpoint_locked(caller: writes.Caller, run_id: int, *, agent_parts: checkpointing.AgentParts, note: str, keyed: writes.Key) -> tuple[Checkpoint, bool]:
     """The agent's checkpoint under its mission's row lock: for a replay, a refusal, SQLite, and
     the rare write whose mission moved after it was read."""
     with transaction.atomic():
@@ -107,7 +110,7 @@ def _checkpoint_locked(caller: writes.Caller, run_id: int, *, agent_parts: saves
         if replayed is not None:
             return Checkpoint.objects.get(pk=replayed), True
         locking.refuse_unless_active(locked.run, locked.mission)
-        checkpoint = savestate.take_checkpoint(
+        checkpoint = checkpointing.take_checkpoint(
             locked.mission,
             trigger="agent",
             run=locked.run,

@@ -13,9 +13,9 @@ from quests.engine import lifecycle, writes
 from quests.models import Mission, MissionStatus, Run, StopReason
 from quests.services import idempotency, machine, pending, savestate
 from quests.services.audit import SYSTEM, Actor, audit_event
+from quests.services.checkpointing import take_checkpoint
 from quests.services.errors import Conflict, NotFound, mission_not_startable, run_ended
 from quests.services.locking import caller, lock_mission, lock_run_for_write, refuse_unless_active
-from quests.services.savestate import take_checkpoint
 
 
 @idempotency.retried_on_key_race

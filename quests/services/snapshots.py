@@ -32,9 +32,9 @@ from checkpoints.models import Checkpoint, RetentionPolicy, SnapshotRequest, Tri
 from quests.engine import checkpoints as engine_checkpoints, writes
 from quests.models import Hold, Mission, Run
 from quests.services import savestate
+from quests.services.checkpointing import take_checkpoint_if_changed
 from quests.services.locking import lock_mission
 from quests.services.runs import stalled_runs
-from quests.services.savestate import take_checkpoint_if_changed
 
 logger = logging.getLogger(__name__)
 

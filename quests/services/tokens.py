@@ -4,12 +4,11 @@ import hashlib
 import secrets
 from collections.abc import Callable
 from datetime import datetime, timedelta
-from typing import cast
 
 from django.conf import settings
 from django.utils import timezone
 
-from quests.engine import reads, writes
+from quests.engine import checkpoints as engine_checkpoints, reads, writes
 from quests.models import AgentToken, Mission
 from quests.services import throttle
 from quests.services.audit import Actor, audit
@@ -69,12 +68,23 @@ def statement_caller[T](
     counted already (`counted_with`)."""
     credentials = actor if isinstance(actor, writes.Credentials) else None
     counting = throttle.api_counting(credentials.token_hash) if credentials and not counted else None
-    result = statement(credentials or caller(cast(Actor, actor)), counting)
+    result = statement(who_calls(actor), counting)
     if result is None:
         raise Unauthenticated(Unauthenticated.MESSAGE)
     if credentials is not None and not counted:
         throttle.api_request_count(credentials.token_hash, receipt=False, counted=counting)
     return result
+
+
+def who_calls(actor: Actor | writes.Credentials) -> writes.Caller | writes.Credentials:
+    """Who an engine statement that authenticates its caller itself is run for: an agent token's
+    credentials as sent, or the caller an actor stands for."""
+    return actor if isinstance(actor, writes.Credentials) else caller(actor)
+
+
+def use_to_note(seen: "engine_checkpoints.Seen") -> int | None:
+    """The token whose use a write notes along the way: the caller's, when it is due (`use_due`)."""
+    return seen.token_id if use_due(seen.token_last_used_at) else None
 
 
 def counted_with[T](who: writes.Caller | writes.Credentials, write: Callable[[writes.Count | None, int], T | None]) -> tuple[T | None, bool]:

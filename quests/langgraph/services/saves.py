@@ -23,7 +23,7 @@ from quests.langgraph.models import GraphCheckpoint, GraphWrite
 from quests.langgraph.services.channels import channels_known, channels_resolved
 from quests.langgraph.services.sessions import WRITES_WHILE_WAITING, ThreadDeleted, lock_thread, session_run, titled
 from quests.models import Mission, Run
-from quests.services import approvals, savestate, tokens
+from quests.services import approvals, checkpointing, savestate, tokens
 from quests.services.access import visible
 from quests.services.audit import Actor
 from quests.services.errors import InvalidInput, NotFound
@@ -96,7 +96,7 @@ def graph_put(
         refs = {name: sha for name, (_, sha, _) in resolved.items()}
         size = sum(item[2] for item in resolved.values())
         stored = set(refs.values()) - set(contents)
-        checkpoint = savestate.take_checkpoint(
+        checkpoint = checkpointing.take_checkpoint(
             mission, trigger="agent", run=run, agent_parts=(refs, contents, size), guarded=True, stored=stored, beat=True, note=note
         )
         saved = GraphCheckpoint(checkpoint=checkpoint, mission=mission, **{**vars(row), "channels": {name: list(item) for name, item in resolved.items()}})
@@ -126,7 +126,7 @@ def _put_unlocked(
             who, thread_id=thread_id, ns=row.ns, graph_id=row.graph_id, parent_graph_id=row.parent_graph_id, count=count
         ),
     )
-    use_due = who.token_id if tokens.use_due(who.token_last_used_at) else None
+    use_due = tokens.use_to_note(who)
 
     def locked_path() -> tuple[None, Actor]:
         # Authenticated again in full for the locked path (its token's use recorded then); the
@@ -142,7 +142,7 @@ def _put_unlocked(
     row = replace(row, channels={name: list(item) for name, item in resolved.items()})
     agent_parts = (refs, contents, sum(item[2] for item in resolved.values()))
     claim = replace(engine_graph.graph_claim(seen, row), used_token_id=use_due)
-    checkpoint = savestate.take_checkpoint_unless_moved(seen.locked, agent_parts=agent_parts, note=note, key=NO_KEY, claim=claim)
+    checkpoint = checkpointing.take_checkpoint_unless_moved(seen.locked, agent_parts=agent_parts, note=note, key=NO_KEY, claim=claim)
     if checkpoint is None:
         return locked_path()
     saved = GraphCheckpoint(id=seen.graph_row_id, checkpoint=checkpoint, mission_id=checkpoint.mission_id, created_at=checkpoint.created_at, **vars(row))
