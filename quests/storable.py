@@ -108,6 +108,30 @@ def check_json(value: Any, *, subject: str = "The value", max_depth: int | None 
     return value
 
 
+def check_depth(value: Any, *, subject: str = "The value", max_depth: int = JSON_DEPTH_MAX) -> Any:
+    """`value`, if it nests at most `max_depth` levels; else Unstorable naming where. Only for a
+    value parsed from JSON whose text and numbers were held to the rule already (by parse_json and
+    a look at the text it came from, or by check_json with max_depth=None): only its containers are
+    walked, level by level, which is what every checkpoint's agent state costs through the API.
+    Anything else (a scalar, or a container JSON does not have) takes check_json's whole walk."""
+    if type(value) is not dict and type(value) is not list:
+        return check_json(value, subject=subject, max_depth=max_depth)
+    level, depth = [value], 1
+    while level:
+        if depth > max_depth:
+            return check_json(value, subject=subject, max_depth=max_depth)  # refuses it, saying where
+        deeper = []
+        for item in level:
+            for child in item.values() if type(item) is dict else item:
+                kind = type(child)
+                if kind is dict or kind is list:
+                    deeper.append(child)
+                elif kind is tuple:
+                    return check_json(value, subject=subject, max_depth=max_depth)
+        level, depth = deeper, depth + 1
+    return value
+
+
 _ONLY_TEXT = {str}
 
 
@@ -146,11 +170,24 @@ def _plainly_storable(value: dict | list, max_depth: int | None) -> bool:
     return is_storable_text("".join(texts))
 
 
+def decoded(body: bytes, *, subject: str = "The JSON") -> str:
+    """A JSON text sent as bytes, as text: in the encoding JSON allows (UTF-8, or UTF-16 or 32 by
+    its first bytes), strictly. json.loads would decode a surrogate's bytes into a lone surrogate
+    (it decodes with surrogatepass): here they are refused, so that a lone surrogate can only
+    arrive as a \\u escape, where the parser looks for it."""
+    try:
+        return body.decode(json.detect_encoding(body))
+    except UnicodeDecodeError:
+        raise Unstorable(f"{subject} is not UTF-8 text.") from None
+
+
 def parse_json(text: str | bytes, *, subject: str = "The JSON", max_depth: int | None = None) -> Any:
     """The JSON value `text` spells, if it is JSON every reader takes (numbers within range, no
     repeated key); its strings and depth are for check_json. Else Unstorable.
     `max_depth` is only for the words of the refusal of text nested past what json.loads
     follows (about 1,500 levels)."""
+    if isinstance(text, bytes):
+        text = decoded(text, subject=subject)
     try:
         return json.loads(text, parse_constant=_no_constant, parse_float=_float, parse_int=_int, object_pairs_hook=_object)
     except _NotJson as exc:
@@ -162,8 +199,6 @@ def parse_json(text: str | bytes, *, subject: str = "The JSON", max_depth: int |
         raise Unstorable(too_deep) from None
     except json.JSONDecodeError as exc:
         raise Unstorable(f"{subject} is not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno}).") from None
-    except UnicodeDecodeError:
-        raise Unstorable(f"{subject} is not UTF-8 text.") from None
 
 
 def json_value(text: str | bytes, *, subject: str = "The JSON") -> Any:

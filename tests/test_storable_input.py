@@ -79,6 +79,35 @@ def test_depth_counts_objects_and_arrays_and_names_where_the_value_is_too_deep()
     assert refused.value.path.startswith("state.a.0.a.0")
 
 
+def test_a_depth_check_alone_judges_depth_as_the_whole_rule_does():
+    # check_depth walks containers only, for values whose text and numbers were held already.
+    for value, limit in ((nested(JSON_DEPTH_MAX), JSON_DEPTH_MAX), ({"a": [1]}, 2), ({}, 1), ([], 1)):
+        assert storable.check_depth(value, max_depth=limit) is value
+    for value, limit in ((nested(JSON_DEPTH_MAX + 1), JSON_DEPTH_MAX), ({"a": [1]}, 1), ({}, 0), (nested(100_000), JSON_DEPTH_MAX)):
+        with pytest.raises(storable.Unstorable, match=f"deeper than {limit} levels"):
+            storable.check_depth(value, max_depth=limit)
+    with pytest.raises(storable.Unstorable) as refused:
+        storable.check_depth({"ok": 1, "state": nested(JSON_DEPTH_MAX)})
+    assert refused.value.path.startswith("state.a.0.a.0")
+    # What JSON cannot hold (a tuple, a scalar) takes the whole rule.
+    for bad in ({"a": ("x\x00",)}, float("nan")):
+        with pytest.raises(storable.Unstorable):
+            storable.check_depth(bad)
+
+
+def test_a_free_value_validated_without_a_reader_that_held_its_text_gets_the_whole_rule():
+    from pydantic import ValidationError
+
+    from quests.api.schemas import TEXT_HELD, CheckpointIn
+
+    with pytest.raises(ValidationError, match="NUL"):
+        CheckpointIn.model_validate({"agent_state": {"a": "x\x00y"}})
+    with pytest.raises(ValidationError, match="NUL"):
+        CheckpointIn.model_validate({"agent_state": {"a": "x\x00y"}}, context={"request": object()})
+    held = CheckpointIn.model_validate({"agent_state": {"a": [1]}}, context={TEXT_HELD: True})
+    assert held.agent_state == {"a": [1]}
+
+
 def test_a_python_value_is_held_to_the_same_rule():
     for bad in ({"a": float("nan")}, {"a": [float("inf")]}, {"a": 10**400}, {"a\x00": 1}, {"a": "\ud800"}):
         with pytest.raises(storable.Unstorable):
@@ -86,6 +115,43 @@ def test_a_python_value_is_held_to_the_same_rule():
     with pytest.raises(storable.Unstorable):
         storable.check_text("a\x00b")
     assert storable.check_text("plain é") == "plain é"
+
+
+# ---- a body's bytes ----------------------------------------------------------------------------
+
+
+@pytest.fixture
+def running(agent) -> int:
+    mission = agent.post("missions", {"title": "Bytes", "objective": "Read them"}).json()
+    return agent.post(f"missions/{mission['id']}/runs", {}).json()["run"]["id"]
+
+
+def _checkpoints(run_id: int) -> int:
+    from checkpoints.models import Checkpoint
+
+    return Checkpoint.objects.filter(run_id=run_id).count()
+
+
+@pytest.mark.parametrize("where", ["agent_state", "note"])
+def test_a_surrogate_sent_as_its_utf8_bytes_is_a_400_and_nothing_is_written(agent, running, where):
+    # Not an escape: the three bytes UTF-8 would give U+D800, which no UTF-8 decoder takes.
+    body = {"agent_state": {"a": "HERE"}} if where == "agent_state" else {"agent_state": {}, "note": "HERE"}
+    raw = json.dumps(body).encode().replace(b"HERE", b"x\xed\xa0\x80y")
+    before = _checkpoints(running)
+    answer = agent.post(f"runs/{running}/checkpoints", raw=raw)
+    assert answer.status_code == 400, answer.content[:300]
+    assert answer.json()["error"]["code"] == "malformed_json" and "UTF-8" in answer.json()["error"]["message"]
+    assert _checkpoints(running) == before
+
+
+def test_a_utf16_body_is_held_to_the_same_rule(agent, running):
+    before = _checkpoints(running)
+    refused = agent.post(f"runs/{running}/checkpoints", raw=json.dumps({"agent_state": {"a": "x\u0000y"}}).encode("utf-16-le"))
+    assert refused.status_code == 422 and refused.json()["error"]["field"] == "agent_state.a", refused.content[:300]
+    assert _checkpoints(running) == before
+    kept = agent.post(f"runs/{running}/checkpoints", raw=json.dumps({"agent_state": {"a": "é"}}).encode("utf-16-le"))
+    assert kept.status_code == 201, kept.content[:300]
+    assert _checkpoints(running) == before + 1
 
 
 # ---- one depth on every path that stores JSON ------------------------------------------------

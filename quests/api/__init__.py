@@ -13,7 +13,7 @@ from ninja.parser import Parser
 
 from quests import storable
 from quests.api.auth import AgentTokenAuth, PersonSessionAuth, refused_before_the_service
-from quests.api.schemas import JSON_QUERY_CONTENT, JSON_QUERY_MARKER, JSON_VALUE, JSON_VALUE_MARKER, JSON_VALUE_REF
+from quests.api.schemas import JSON_QUERY_CONTENT, JSON_QUERY_MARKER, JSON_VALUE, JSON_VALUE_MARKER, JSON_VALUE_REF, TEXT_HELD
 from quests.middleware import RequestDeadlineExceeded
 from quests.services.errors import InvalidInput, ServiceError, Unauthenticated
 
@@ -25,20 +25,24 @@ class StorableJsonParser(Parser):
 
     def parse_body(self, request: HttpRequest):
         try:
+            text = storable.decoded(request.body, subject="The request body")
             # Python's json accepts NaN and Infinity, which are not JSON and which jsonb refuses.
-            data = storable.parse_json(request.body, subject="The request body")
+            data = storable.parse_json(text, subject="The request body")
         except storable.Unstorable as exc:
             raise ServiceError(exc.message, code="malformed_json", **({"field": exc.path} if exc.path is not None else {})) from None
         if data is None:
             return {}  # `null` says "no body", as an empty one does (the optional run body)
         if not isinstance(data, dict):
             raise ServiceError("The request needs a JSON object body.", code="invalid")
-        # Both kinds of unstorable text can only arrive as \u escapes: most bodies skip the walk.
-        if b"\\u" in request.body:
+        # Both kinds of unstorable text can only arrive as \u escapes (storable.decoded refuses a
+        # surrogate's bytes): most bodies skip the walk.
+        if "\\u" in text:
             try:
                 storable.check_json(data, subject="Text", max_depth=None)
             except storable.Unstorable as exc:
                 raise InvalidInput(exc.message, field=exc.path or None) from None
+        # The schemas' free values then need only their depth checked (quests.api.schemas).
+        setattr(request, TEXT_HELD, True)
         return data
 
 

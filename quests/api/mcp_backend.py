@@ -18,7 +18,7 @@ from checkpoints.services import canonical_json
 from questlog_client.errors import ApiError
 from quests import storable
 from quests.api import DATABASE_RETRY_AFTER, database_unavailable_message
-from quests.api.schemas import ApprovalIn, CheckpointIn, CompleteIn, FailIn, MissionIn, OperationIn, RecordIn, RunIn, StopIn
+from quests.api.schemas import TEXT_HELD, ApprovalIn, CheckpointIn, CompleteIn, FailIn, MissionIn, OperationIn, RecordIn, RunIn, StopIn
 from quests.models import Mission
 from quests.schemas import ApprovalOut, CheckpointOut, MissionOut, OperationOut, RecordOut, RunOut, RunStartOut
 from quests.services import approvals, missions, operations, records, runs
@@ -53,7 +53,7 @@ def checked(schema: type[In], body: Json, *, limit: int | None = None) -> In:
     except storable.Unstorable as exc:
         raise InvalidInput(exc.message, field=exc.path or None) from None
     try:
-        return schema.model_validate(body)
+        return schema.model_validate(body, context={TEXT_HELD: True})  # held just above
     except ValidationError as exc:
         first = exc.errors()[0]
         field = ".".join(str(part) for part in first["loc"]) or None

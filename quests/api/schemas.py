@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
 from ninja import Schema
-from pydantic import AfterValidator, BeforeValidator, ConfigDict, Field, Strict, StringConstraints, WithJsonSchema
+from pydantic import AfterValidator, BeforeValidator, ConfigDict, Field, Strict, StringConstraints, ValidationInfo, WithJsonSchema
 from pydantic_core import PydanticCustomError
 
 from quests import limits, storable
@@ -65,11 +65,25 @@ JSON_QUERY_CONTENT = {
 }
 
 
-def _storable_json(value: Any) -> Any:
-    # The parser has held the body's text and numbers to the rule already; this adds the depth,
-    # counted from the free value itself, so an envelope (a LangGraph channel's {"version",
-    # "value": {"type", "data"}}) costs it nothing.
+# Said of a body whose text and numbers were held to quests.storable's rule before validation:
+# by the API's body parser (an attribute of the request, which ninja hands the schemas as
+# context) or by the MCP backend (in the context it validates with).
+TEXT_HELD = "questlog_text_held"
+
+
+def text_held(context: Any) -> bool:
+    if not isinstance(context, dict):
+        return False
+    return bool(context.get(TEXT_HELD) or getattr(context.get("request"), TEXT_HELD, False))
+
+
+def _storable_json(value: Any, info: ValidationInfo) -> Any:
+    # The depth is counted from the free value itself, so an envelope (a LangGraph channel's
+    # {"version", "value": {"type", "data"}}) costs it nothing. Text and numbers the body's
+    # reader held already are not walked again: only the containers are.
     try:
+        if text_held(info.context):
+            return storable.check_depth(value)
         return storable.check_json(value)
     except storable.Unstorable as exc:
         raise PydanticCustomError("unstorable", "{message}", {"message": exc.message}) from None
