@@ -6,6 +6,7 @@ import pytest
 from django.test import override_settings
 
 from checkpoints.models import Blob, Record
+from tests.test_throttle_count import cache_statements, counted_rate, database_cache  # noqa: F401 - fixtures
 
 pytestmark = pytest.mark.django_db
 
@@ -122,3 +123,92 @@ def test_the_default_limits_are_one_and_ten_mebibytes(agent, run):
     assert agent.post(f"runs/{run['id']}/records", {"kind": "tool_output", "text": over_one}).status_code == 201
     over_ten = "q" * (10 * 1024 * 1024 + 10)
     assert agent.post(f"runs/{run['id']}/records", {"kind": "tool_output", "text": over_ten}).status_code == 413
+
+
+# --- Authenticated by the lock's own statement (issue 20) -----------------------------------------
+# An agent token's record is authenticated and counted by the statement that locks its run: no
+# round trip of its own. A token that is not valid, a run it may not see, a request past the rate:
+# refused, and nothing is written.
+
+
+def _records(run: dict) -> int:
+    return Record.objects.filter(run_id=run["id"]).count()
+
+
+def test_a_token_is_authenticated_by_the_statement_that_locks_the_run(agent, run):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    with CaptureQueriesContext(connection) as captured:
+        record(agent, run, "note", "Called the venue", key="auth-1")
+    statements = [q["sql"] for q in captured.captured_queries]
+    locks = [sql for sql in statements if "quests_agenttoken" in sql]
+    assert len(locks) == 1 and "quests_run" in locks[0]  # one statement authenticates and locks
+
+
+def test_a_revoked_token_is_401_and_nothing_is_written(agent, run):
+    from django.utils import timezone
+
+    from quests.models import AgentToken
+
+    before = _records(run)
+    AgentToken.objects.update(revoked_at=timezone.now())
+    response = agent.post(f"runs/{run['id']}/records", {"kind": "decision", "text": "Use Lakeside"})
+    assert response.status_code == 401 and response.json()["error"]["code"] == "unauthenticated"
+    assert _records(run) == before
+
+
+def test_a_token_of_another_mission_or_person_finds_no_run(agent, alice, bob_agent, run):
+    from django.test import Client
+
+    from quests.models import Mission
+    from quests.services.tokens import token_create
+    from tests.conftest import ApiClient
+
+    other = agent.post("missions", {"title": "Other", "objective": "Elsewhere"}).json()
+    _, raw = token_create(user=alice, name="limited", mission=Mission.objects.get(pk=other["id"]))
+    limited = ApiClient(Client(), raw)
+    before = _records(run)
+    for caller in (limited, bob_agent):
+        response = caller.post(f"runs/{run['id']}/records", {"kind": "decision", "text": "Use Lakeside"})
+        assert response.status_code == 404 and response.json()["error"]["code"] == "not_found"
+    assert _records(run) == before
+
+
+def test_an_invalid_body_with_a_token_that_is_not_valid_is_401(client, run):
+    response = client.post(f"/api/v1/runs/{run['id']}/records", {"kind": "rumour"}, content_type="application/json", HTTP_AUTHORIZATION="Bearer qlt_made_up")
+    assert response.status_code == 401
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_lock_counts_the_request_and_past_the_rate_nothing_is_written(agent, run, counted_rate):  # noqa: F811
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    for step in range(counted_rate):
+        with CaptureQueriesContext(connection) as captured:
+            record(agent, run, "note", f"step {step}")
+        (statement,) = cache_statements(captured)
+        assert "quests_agenttoken" in statement and "quests_run" in statement
+    before = _records(run)
+    refused = agent.post(f"runs/{run['id']}/records", {"kind": "note", "text": "one too many"})
+    assert refused.status_code == 429 and refused.json()["error"]["code"] == "rate_limited"
+    assert _records(run) == before
+
+
+def test_a_heartbeat_authenticates_its_token_in_its_one_statement(agent, alice, bob_agent, run):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+    from django.utils import timezone
+
+    from quests.models import AgentToken, Run
+
+    with CaptureQueriesContext(connection) as captured:
+        assert agent.post(f"runs/{run['id']}/heartbeat").status_code == 200
+    assert sum("quests_agenttoken" in q["sql"] for q in captured.captured_queries) == 1
+    beat = Run.objects.get(pk=run["id"]).heartbeat_at
+    assert bob_agent.post(f"runs/{run['id']}/heartbeat").status_code == 404  # another person's run
+    AgentToken.objects.filter(user=alice).update(revoked_at=timezone.now())
+    refused = agent.post(f"runs/{run['id']}/heartbeat")
+    assert refused.status_code == 401 and refused.json()["error"]["code"] == "unauthenticated"
+    assert Run.objects.get(pk=run["id"]).heartbeat_at == beat  # neither beat it

@@ -20,8 +20,8 @@ from quests.models import Approval, Milestone, Mission
 pytestmark = pytest.mark.django_db(transaction=True)
 
 BUDGETS = {
-    "heartbeat": 2,
-    "record": 4,
+    "heartbeat": 1,  # authentication with the beat
+    "record": 3,  # authentication with the lock (the run, its mission, the key), the record, the save state
     "operation_plan": 3,
     "operation_attempt": 3,
     "operation_complete": 3,

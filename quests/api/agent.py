@@ -130,7 +130,7 @@ def get_checkpoint(request: HttpRequest, checkpoint_id: int):
 
 @router.post("/runs/{int:run_id}/heartbeat", response=answers(RunOut, *ACT, 404, 409))
 def heartbeat(request: HttpRequest, run_id: int):
-    return runs.run_heartbeat(actor=actor(request), run_id=run_id)
+    return runs.run_heartbeat(actor=authenticated_by_service(request), run_id=run_id)
 
 
 @router.post("/runs/{int:run_id}/checkpoints", response=answers(created_or_replayed(CheckpointOut), *CREATE))
@@ -147,7 +147,7 @@ def create_record(request: HttpRequest, run_id: int, body: RecordIn):
     if body.kind != "tool_output" and len(request.body) > settings.QUESTLOG_MAX_BODY_BYTES:
         raise PayloadTooLarge(settings.QUESTLOG_MAX_BODY_BYTES)
     record, replayed = records.record_create(
-        actor=actor(request), run_id=run_id, kind=body.kind, text=body.text, data=body.data, resolves=body.resolves, key=body.key
+        actor=authenticated_by_service(request), run_id=run_id, kind=body.kind, text=body.text, data=body.data, resolves=body.resolves, key=body.key
     )
     return created(record, replayed)
 

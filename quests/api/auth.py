@@ -51,7 +51,16 @@ class AgentTokenAuth(HttpBearer):
 # statement (quests.engine.writes.Credentials): by method and URL name. A path is named after its
 # first view: the LangGraph checkpoints' path after the saver's put, whose GET is the listing that
 # answers the saver's get_tuple.
-SERVICE_AUTHENTICATED = frozenset({("POST", "create_checkpoint"), ("POST", "put_checkpoint"), ("POST", "put_writes"), ("GET", "put_checkpoint")})
+SERVICE_AUTHENTICATED = frozenset(
+    {
+        ("POST", "create_checkpoint"),
+        ("POST", "create_record"),
+        ("POST", "heartbeat"),
+        ("POST", "put_checkpoint"),
+        ("POST", "put_writes"),
+        ("GET", "put_checkpoint"),
+    }
+)
 
 
 @dataclass

@@ -15,8 +15,8 @@ from checkpoints import refmaps
 from checkpoints.pruning import BLOB_GC_LOCK
 from quests.engine import runner
 from quests.engine.sql import runs as runs_sql, tokens as tokens_sql
-from quests.engine.writes import MISSION_WIDTH, RUN_WIDTH, Caller, Count, Credentials, Key, Locked, locked_from_row
-from quests.models import AgentToken
+from quests.engine.writes import MISSION_WIDTH, RUN_WIDTH, Caller, Count, Credentials, Key, Locked, heartbeat, locked_from_row
+from quests.models import AgentToken, Run
 
 
 @dataclass(frozen=True)
@@ -71,6 +71,45 @@ def checkpoint_read(who: Caller | Credentials, run_id: int, key: Key, count: Cou
     if checkpoint_id is not None:
         seen.claim = Claim(mission_seen=mission_seen, checkpoint_id=checkpoint_id)
     return seen
+
+
+def run_locked_as(who: Caller | Credentials, run_id: int, key: Key | None, count: Count | None = None) -> Seen | None:
+    """A run's mission locked (as `writes.lock_run` locks it) for a caller the same statement
+    authenticates: who called, the locked run in `seen.locked` (None when the caller may not see
+    the run); None when the token is not valid. With `count` (PostgreSQL) it also counts the
+    request of a valid token (`count.value`)."""
+    params = {"run_id": run_id, "key": key.key if key else None, "key_suffix": key.suffix if key else "", "blob_gc_lock": BLOB_GC_LOCK}
+    statement = runs_sql.LOCK_RUN_AS_WHO_PG if runner.is_postgresql() else runs_sql.CHECKPOINT_READ_SQLITE
+    read = as_who(who, statement, runs_sql.LOCK_RUN_AS_WHO_COUNTED_PG, params, count)
+    if read is None:
+        return None
+    seen, row = read
+    if row[0] is not None:
+        seen.locked = locked_from_row(row)
+    return seen
+
+
+def heartbeat_as(who: Caller | Credentials, run_id: int, count: Count | None = None) -> tuple[Seen, Run | None, bool] | None:
+    """`writes.heartbeat` for a caller the same statement authenticates (on PostgreSQL): who
+    called, the run (None when the caller may not see it) and whether it beat; None when the token
+    is not valid. With `count` it also counts the request of a valid token (`count.value`)."""
+    if not runner.is_postgresql():
+        read = as_who(who, runs_sql.CHECKPOINT_READ_SQLITE, "", {"run_id": run_id, "key": None, "key_suffix": ""}, None)
+        if read is None:
+            return None
+        seen = read[0]
+        return (seen, *heartbeat(seen.caller, run_id))
+    now = runner.now()
+    read = as_who(who, runs_sql.HEARTBEAT_AS_WHO_PG, runs_sql.HEARTBEAT_AS_WHO_COUNTED_PG, {"run_id": run_id, "now": now}, count)
+    if read is None:
+        return None
+    seen, row = read
+    if row[0] is None:
+        return seen, None, False
+    run, beaten = runner.model_from_row(Run, row[:RUN_WIDTH]), bool(row[RUN_WIDTH])
+    if beaten:
+        run.heartbeat_at = now
+    return seen, run, beaten
 
 
 def as_who(who: Caller | Credentials, statement: str, counted: str, params: dict[str, Any], count: Count | None) -> tuple[Seen, tuple] | None:

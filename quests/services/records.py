@@ -128,7 +128,7 @@ def _checkpoint_locked(caller: writes.Caller, run_id: int, *, agent_parts: check
 @idempotency.retried_on_key_race
 def record_create(
     *,
-    actor: Actor,
+    actor: Actor | writes.Credentials,
     run_id: int,
     kind: str,
     text: str,
@@ -136,14 +136,15 @@ def record_create(
     resolves: int | None = None,
     key: str | None = None,
 ) -> tuple[Record, bool]:
-    """A record: lock, replay on key, fence, write the record (on PostgreSQL the same statement
-    reads its section as it was: `writes.record_write`), make its section, save the state (with
-    the key) — three statements in the transaction."""
+    """A record: authenticate and lock (an agent token's `Credentials` are checked by the lock's
+    own statement: `tokens.run_locked_for`), replay on key, fence, write the record (on
+    PostgreSQL the same statement reads its section as it was: `writes.record_write`), make its
+    section, save the state (with the key) — three statements in the transaction."""
     if kind not in RecordKind.values:
         raise InvalidInput(f"Unknown record kind “{kind}”.", field="kind")
     keyed = idempotency.keyed("records", key, {"kind": kind, "text": text, "data": data, "resolves": resolves})
     with transaction.atomic():
-        locked = locking.lock_run_for_write(actor, run_id, keyed)
+        locked = tokens.run_locked_for(actor, run_id, keyed)
         replayed = idempotency.replayed(keyed, locked.replay)
         if replayed is not None:
             return Record.objects.get(pk=replayed), True

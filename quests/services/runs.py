@@ -11,7 +11,7 @@ from checkpoints import sections
 from notifications.events import notify_run_stalled
 from quests.engine import lifecycle, writes
 from quests.models import Mission, MissionStatus, Run, StopReason
-from quests.services import idempotency, machine, pending, savestate
+from quests.services import idempotency, machine, pending, savestate, tokens
 from quests.services.audit import SYSTEM, Actor, audit_event
 from quests.services.checkpointing import take_checkpoint
 from quests.services.errors import Conflict, NotFound, mission_not_startable, run_ended
@@ -58,11 +58,12 @@ def run_start(*, actor: Actor, mission_id: int, agent: str = "", key: str | None
         return run, False
 
 
-def run_heartbeat(*, actor: Actor, run_id: int) -> Run:
-    """One statement (`writes.heartbeat`): a compare-and-set on the run row alone, and the run
-    read back. A heartbeat never needs the mission's lock, and it can never revive a run that a
-    pause or a sweep has just ended."""
-    run, beaten = writes.heartbeat(caller(actor), run_id) if actor.user is not None else (None, False)
+def run_heartbeat(*, actor: Actor | writes.Credentials, run_id: int) -> Run:
+    """One statement (`writes.heartbeat`), which also authenticates an agent token's `Credentials`
+    (`tokens.run_beaten_for`): a compare-and-set on the run row alone, and the run read back. A
+    heartbeat never needs the mission's lock, and it can never revive a run that a pause or a
+    sweep has just ended."""
+    run, beaten = tokens.run_beaten_for(actor, run_id)
     if run is None:
         raise NotFound(f"No run with id {run_id}.")
     if not beaten:

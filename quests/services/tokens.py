@@ -9,11 +9,11 @@ from django.conf import settings
 from django.utils import timezone
 
 from quests.engine import checkpoints as engine_checkpoints, reads, writes
-from quests.models import AgentToken, Mission
+from quests.models import AgentToken, Mission, Run
 from quests.services import throttle
 from quests.services.audit import Actor, audit
 from quests.services.errors import InvalidInput, NotFound, Unauthenticated
-from quests.services.locking import caller
+from quests.services.locking import caller, lock_run_for_write
 
 TOKEN_PREFIX = "qlt_"
 USE_RECORDED_EVERY = timedelta(minutes=1)
@@ -74,6 +74,32 @@ def statement_caller[T](
     if credentials is not None and not counted:
         throttle.api_request_count(credentials.token_hash, receipt=False, counted=counting)
     return result
+
+
+def run_locked_for(actor: Actor | writes.Credentials, run_id: int, key: writes.Key | None = None) -> writes.Locked:
+    """`locking.lock_run_for_write`, for an actor or for an agent token that the lock's own
+    statement authenticates (one round trip for both; Unauthenticated when it is not valid, and
+    the request counted against its rate: RateLimited past it, in the caller's transaction, so
+    nothing it writes is kept)."""
+    if not isinstance(actor, writes.Credentials):
+        return lock_run_for_write(actor, run_id, key)
+    seen = statement_caller(actor, lambda who, count: engine_checkpoints.run_locked_as(who, run_id, key, count))
+    token_used(use_to_note(seen))
+    if seen.locked is None:
+        raise NotFound(f"No run with id {run_id}.")
+    seen.locked.mission.blobs_guarded = True
+    return seen.locked
+
+
+def run_beaten_for(actor: Actor | writes.Credentials, run_id: int) -> tuple[Run | None, bool]:
+    """The run's heartbeat (`writes.heartbeat`: the run, or None when the caller may not see it;
+    whether it beat), for an actor or for an agent token the same statement authenticates
+    (Unauthenticated when it is not valid; the request counted against its rate)."""
+    if not isinstance(actor, writes.Credentials):
+        return writes.heartbeat(caller(actor), run_id) if actor.user is not None else (None, False)
+    seen, run, beaten = statement_caller(actor, lambda who, count: engine_checkpoints.heartbeat_as(who, run_id, count))
+    token_used(use_to_note(seen))
+    return run, beaten
 
 
 def who_calls(actor: Actor | writes.Credentials) -> writes.Caller | writes.Credentials:

@@ -50,17 +50,34 @@ SELECT {RUN_COLUMNS}, {MISSION_COLUMNS},
   {_HEAD_SEEN_JOIN}
   {EARLIER_KEY_JOIN}
  WHERE r.id = %(run_id)s
-   AND m.owner_id = %(user_id)s
-   AND (CAST(%(token_mission_id)s AS bigint) IS NULL OR m.id = %(token_mission_id)s)"""
-# Blob writers share an advisory lock that the blob collector takes alone (checkpoints.pruning).
-LOCK_RUN_PG = (
-    _LOCK_RUN.format(head_refs=_HEAD_REFS_PG).replace(
-        "earlier.request_hash AS replay_request_hash",
-        "earlier.request_hash AS replay_request_hash,\n       pg_advisory_xact_lock_shared(%(blob_gc_lock)s) AS blob_writers_guard",
+   AND m.owner_id = {{owner}}
+   AND ({{token_mission}} IS NULL OR m.id = {{token_mission}})"""
+_GIVEN_CALLER = {"owner": "%(user_id)s", "token_mission": "CAST(%(token_mission_id)s AS bigint)"}
+
+
+def _lock_run_pg(**caller: str) -> str:
+    # Blob writers share an advisory lock that the blob collector takes alone (checkpoints.pruning).
+    return (
+        _LOCK_RUN.format(head_refs=_HEAD_REFS_PG, **caller).replace(
+            "earlier.request_hash AS replay_request_hash",
+            "earlier.request_hash AS replay_request_hash,\n       pg_advisory_xact_lock_shared(%(blob_gc_lock)s) AS blob_writers_guard",
+        )
+        + "\n   FOR UPDATE OF m"
     )
-    + "\n   FOR UPDATE OF m"
-)
-LOCK_RUN_SQLITE = _LOCK_RUN.format(head_refs=_HEAD_REFS_SQLITE)
+
+
+LOCK_RUN_PG = _lock_run_pg(**_GIVEN_CALLER)
+LOCK_RUN_SQLITE = _LOCK_RUN.format(head_refs=_HEAD_REFS_SQLITE, **_GIVEN_CALLER)
+# The same lock for a caller the statement authenticates itself (an agent token by its hash, or a
+# caller already known: `CALLER`), as the agent's records take it: who called, then the locked
+# row. No row: the caller is not authenticated; a row without a run: not found. SQLite locks the
+# database for the transaction's writes, so its form is the agent checkpoint's read.
+LOCK_RUN_AS_WHO_PG = f"""
+SELECT who.user_id, who.token_id, who.token_mission_id, who.last_used_at, locked.*
+  FROM ({CALLER}) who
+  LEFT JOIN LATERAL ({_lock_run_pg(owner="who.user_id", token_mission="who.token_mission_id")}
+  ) locked ON true"""
+LOCK_RUN_AS_WHO_COUNTED_PG = counted_pg(LOCK_RUN_AS_WHO_PG, last_column="locked.*")
 
 # --- Write a checkpoint ----------------------------------------------------------------------------
 # The blobs it needs that are new, the notes a compaction pass archives (their blobs go with the
@@ -292,6 +309,26 @@ HEARTBEAT_SQLITE = (
          WHERE r.id = %(run_id)s AND m.owner_id = %(user_id)s
            AND (CAST(%(token_mission_id)s AS bigint) IS NULL OR m.id = %(token_mission_id)s)""",
 )
+
+# The same beat for a caller the statement authenticates itself (`CALLER`): who called, then the
+# run as the caller may see it (NULLs: not found) and whether it beat. No row: the caller is not
+# authenticated. SQLite reads who called with the agent checkpoint's read, then beats as above.
+HEARTBEAT_AS_WHO_PG = f"""
+WITH who AS ({CALLER}
+), beat AS (
+    UPDATE quests_run SET heartbeat_at = %(now)s
+     WHERE id = %(run_id)s AND ended_at IS NULL
+       AND mission_id IN (SELECT m.id FROM quests_mission m JOIN who ON m.owner_id = who.user_id
+                           WHERE who.token_mission_id IS NULL OR m.id = who.token_mission_id)
+    RETURNING id
+)
+SELECT who.user_id, who.token_id, who.token_mission_id, who.last_used_at,
+       {RUN_COLUMNS}, EXISTS (SELECT 1 FROM beat) AS beaten
+  FROM who
+  LEFT JOIN (quests_run r JOIN quests_mission m ON m.id = r.mission_id)
+         ON r.id = %(run_id)s AND m.owner_id = who.user_id
+        AND (who.token_mission_id IS NULL OR m.id = who.token_mission_id)"""
+HEARTBEAT_AS_WHO_COUNTED_PG = counted_pg(HEARTBEAT_AS_WHO_PG, last_column="AS beaten")
 
 # --- A record ----------------------------------------------------------------------------------------
 # The run's heartbeat, the raw output's blob (a tool output is archived the moment it is recorded),
