@@ -1,8 +1,8 @@
 """An agent token: who calls, by the token's hash. Most agent requests read it first (`AGENT_TOKEN`);
-the hottest calls start their own first statement with it (`CALLER`: the agent's checkpoint,
-LangGraph's put, put_writes and get_tuple)."""
+the hottest calls start their own first statement with it (`CALLER`: the agent's checkpoint, a
+record's lock, the heartbeat, LangGraph's put, put_writes and get_tuple)."""
 
-# Every agent request but the checkpoint (which authenticates in its own first statement) starts
+# Every agent request but the hottest (which authenticate in their own first statement) starts
 # here: the token by its hash, not revoked, with its user, each in its model's field order.
 TOKEN_COLUMNS = "t.id, t.user_id, t.mission_id, t.name, t.token_hash, t.prefix, t.created_at, t.last_used_at, t.revoked_at"
 USER_COLUMNS = "u.id, u.password, u.last_login, u.is_superuser, u.username, u.first_name, u.last_name, u.email, u.is_staff, u.is_active, u.date_joined"
