@@ -7,6 +7,7 @@ from django.utils import timezone
 
 from checkpoints.models import Operation, OperationEvent
 from quests.models import Run
+from tests.test_throttle_count import cache_statements, counted_rate, database_cache  # noqa: F401 - fixtures
 
 pytestmark = pytest.mark.django_db
 
@@ -277,3 +278,77 @@ def test_the_bundle_of_a_new_run_asks_it_to_reconcile_first(agent, mission, run)
     bundle = agent.post(f"missions/{mission['id']}/runs").json()["resume"]
     assert bundle["next_action"] == "reconcile"
     assert [o["key"] for o in bundle["operations"]["to_reconcile"]] == [EMAIL["key"]]
+
+
+# --- Authenticated by the lock's own statement (issue 20) -----------------------------------------
+# Every operation call's first statement authenticates the agent's token, counts the request and
+# locks: no round trip of its own. A token that is not valid, an operation it may not see, a plan
+# past the rate: refused, and nothing is written; a receipt past the rate is still kept.
+
+
+def test_the_audit_events_name_the_agent_whose_token_the_lock_authenticated(agent, mission, run):
+    from quests.models import AgentToken, AuditEvent
+
+    op = plan(agent, run)
+    attempt(agent, op)
+    assert complete(agent, op).status_code == 200
+    token = AgentToken.objects.get(name="test-agent")
+    events = AuditEvent.objects.filter(entity="operation", entity_id=str(op["id"])).order_by("id")
+    assert [e.action for e in events] == ["plan", "attempt", "complete"]
+    assert {(e.actor, e.actor_token_id, e.actor_user_id) for e in events} == {("agent:test-agent", token.pk, token.user_id)}
+
+
+def test_a_revoked_token_is_401_for_every_operation_call_and_nothing_is_written(agent, alice, run):
+    from django.utils import timezone as tz
+
+    from quests.models import AgentToken
+
+    op = plan(agent, run)
+    AgentToken.objects.filter(user=alice).update(revoked_at=tz.now())
+    calls = [
+        (f"runs/{run['id']}/operations", {**EMAIL, "key": "another"}),
+        (f"operations/{op['id']}/attempt", None),
+        (f"operations/{op['id']}/complete", {"external_id": "m", "external_status": "sent", "receipt": {"big": "x" * 70_000}}),
+        (f"operations/{op['id']}/fail", {"error": "e", "retryable": True}),
+        (f"operations/{op['id']}/observe", {"external_status": "x"}),
+    ]
+    for path, body in calls:
+        response = agent.post(path, body)
+        assert response.status_code == 401 and response.json()["error"]["code"] == "unauthenticated", (path, response.content[:200])
+    assert Operation.objects.filter(mission_id=run["mission_id"]).count() == 1
+    assert (Operation.objects.get(pk=op["id"]).status, OperationEvent.objects.filter(operation_id=op["id"]).count()) == ("planned", 1)
+
+
+def test_a_token_limited_to_another_mission_finds_no_operation(agent, alice, run):
+    from django.test import Client
+
+    from quests.models import Mission
+    from quests.services.tokens import token_create
+    from tests.conftest import ApiClient
+
+    op = plan(agent, run)
+    other = agent.post("missions", {"title": "Other", "objective": "Elsewhere"}).json()
+    _, raw = token_create(user=alice, name="limited", mission=Mission.objects.get(pk=other["id"]))
+    limited = ApiClient(Client(), raw)
+    assert limited.post(f"operations/{op['id']}/attempt").status_code == 404
+    assert limited.post(f"runs/{run['id']}/operations", {**EMAIL, "key": "limited"}).status_code == 404
+    assert Operation.objects.get(pk=op["id"]).status == "planned"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_lock_counts_the_request_a_plan_past_the_rate_writes_nothing_and_a_receipt_is_kept(agent, run, counted_rate):  # noqa: F811
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    for n in range(counted_rate - 1):
+        with CaptureQueriesContext(connection) as captured:
+            plan(agent, run, key=f"k-{n}")
+        (statement,) = cache_statements(captured)
+        assert "quests_agenttoken" in statement and "checkpoints_operation" in statement
+    op = Operation.objects.get(key="k-0")
+    assert attempt(agent, {"id": op.pk}).status_code == 200  # the rate's last request
+    refused = agent.post(f"runs/{run['id']}/operations", {**EMAIL, "key": "one-too-many"})
+    assert refused.status_code == 429 and refused.json()["error"]["code"] == "rate_limited"
+    assert not Operation.objects.filter(key="one-too-many").exists()
+    assert complete(agent, {"id": op.pk}).status_code == 200  # a receipt past the rate is kept
+    assert Operation.objects.get(pk=op.pk).status == "completed"

@@ -22,10 +22,11 @@ pytestmark = pytest.mark.django_db(transaction=True)
 BUDGETS = {
     "heartbeat": 1,  # authentication with the beat
     "record": 3,  # authentication with the lock (the run, its mission, the key), the record, the save state
-    "operation_plan": 3,
-    "operation_attempt": 3,
-    "operation_complete": 3,
-    "operation_fail": 3,
+    # authentication with the lock (the operation or the run, its mission, the ledger chunk), the write
+    "operation_plan": 2,
+    "operation_attempt": 2,
+    "operation_complete": 2,
+    "operation_fail": 2,
     "checkpoint": 2,  # authentication with the read (the run, its mission, the key, the head), the write
     # … and the read of the notes a compaction pass archives, when the live notes outgrew the window
     "checkpoint_after_other_changes": 3,

@@ -155,7 +155,7 @@ def create_record(request: HttpRequest, run_id: int, body: RecordIn):
 @router.post("/runs/{int:run_id}/operations", response=answers(created_or_replayed(OperationOut), *CREATE))
 def plan_operation(request: HttpRequest, run_id: int, body: OperationIn):
     op, replayed = operations.operation_plan(
-        actor=actor(request),
+        actor=authenticated_by_service(request),
         run_id=run_id,
         key=body.key,
         kind=body.kind,
@@ -168,13 +168,13 @@ def plan_operation(request: HttpRequest, run_id: int, body: OperationIn):
 
 @router.post("/operations/{int:operation_id}/attempt", response=answers(OperationOut, *ACT, 404, 409))
 def attempt_operation(request: HttpRequest, operation_id: int):
-    return operations.operation_attempt(actor=actor(request), operation_id=operation_id)
+    return operations.operation_attempt(actor=authenticated_by_service(request), operation_id=operation_id)
 
 
 @router.post("/operations/{int:operation_id}/complete", response=answers(OperationOut, *ACT, *BODY, 404, 409))
 def complete_operation(request: HttpRequest, operation_id: int, body: CompleteIn):
     return operations.operation_complete(
-        actor=actor(request),
+        actor=authenticated_by_service(request),
         operation_id=operation_id,
         external_id=body.external_id,
         external_status=body.external_status,
@@ -184,12 +184,14 @@ def complete_operation(request: HttpRequest, operation_id: int, body: CompleteIn
 
 @router.post("/operations/{int:operation_id}/fail", response=answers(OperationOut, *ACT, *BODY, 404, 409))
 def fail_operation(request: HttpRequest, operation_id: int, body: FailIn):
-    return operations.operation_fail(actor=actor(request), operation_id=operation_id, error=body.error, retryable=body.retryable)
+    return operations.operation_fail(actor=authenticated_by_service(request), operation_id=operation_id, error=body.error, retryable=body.retryable)
 
 
 @router.post("/operations/{int:operation_id}/observe", response=answers(OperationOut, *ACT, *BODY, 404, 409))
 def observe_operation(request: HttpRequest, operation_id: int, body: ObserveIn):
-    return operations.operation_observe(actor=actor(request), operation_id=operation_id, external_status=body.external_status, receipt=body.receipt)
+    return operations.operation_observe(
+        actor=authenticated_by_service(request), operation_id=operation_id, external_status=body.external_status, receipt=body.receipt
+    )
 
 
 @router.post("/runs/{int:run_id}/approvals", response=answers(created_or_replayed(ApprovalOut), *CREATE))

@@ -2,14 +2,16 @@
 which also reads the ledger chunk the change rewrites), then write the change with everything that
 goes with it (one statement on PostgreSQL). The caller holds Django's transaction."""
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from checkpoints.models import Operation
 from checkpoints.pruning import BLOB_GC_LOCK
 from quests.engine import runner
-from quests.engine.sql import ledger as ledger_sql
-from quests.engine.writes import Caller, StateSave
+from quests.engine.checkpoints import Seen, as_who
+from quests.engine.sql import ledger as ledger_sql, tokens as tokens_sql
+from quests.engine.writes import Caller, Count, Credentials, StateSave
 from quests.models import AuditEvent, Mission, Run
 
 _RUN_WIDTH = len(Run._meta.concrete_fields)
@@ -73,13 +75,22 @@ def _ledger(first: int | None, content: bytes | memoryview | None) -> LedgerChun
     return LedgerChunk(first=first, content=bytes(content)) if content is not None else None
 
 
+_OPERATION_FRESH_AT = _MISSION_WIDTH + _OPERATION_WIDTH + 3
+_PLAN_FRESH_AT = _RUN_WIDTH + _MISSION_WIDTH + _OPERATION_WIDTH + 2
+
+
 def lock_operation(caller: Caller, operation_id: int) -> LockedOperation | None:
     """The operation's mission locked, with the operation; None when the caller cannot see it."""
-    params = {**caller.params(), "operation_id": operation_id, "chunk_of": operation_id}
-    rows = _fresh_rows(ledger_sql.LOCK_OPERATION_PG, ledger_sql.LOCK_OPERATION_SQLITE, params, fresh_at=_MISSION_WIDTH + _OPERATION_WIDTH + 3)
-    if not rows:
-        return None
-    row = rows[0]
+    params = {**caller.params(), **_operation_params(operation_id)}
+    rows = _fresh_rows(ledger_sql.LOCK_OPERATION_PG, ledger_sql.LOCK_OPERATION_SQLITE, params, fresh_at=_OPERATION_FRESH_AT)
+    return _locked_operation(rows[0]) if rows else None
+
+
+def _operation_params(operation_id: int) -> dict[str, Any]:
+    return {"operation_id": operation_id, "chunk_of": operation_id}
+
+
+def _locked_operation(row: Sequence[Any]) -> LockedOperation:
     mission = runner.model_from_row(Mission, row[:_MISSION_WIDTH])
     end = _MISSION_WIDTH + _OPERATION_WIDTH
     operation = runner.model_from_row(Operation, row[_MISSION_WIDTH:end])
@@ -90,11 +101,16 @@ def lock_operation(caller: Caller, operation_id: int) -> LockedOperation | None:
 def lock_plan(caller: Caller, run_id: int, key: str) -> LockedPlan | None:
     """The run and its mission locked, with the operation planned with `key` already; None when
     the caller cannot see the run."""
-    params = {**caller.params(), "run_id": run_id, "key": key, "chunk_of": _PAST_EVERY_ID}
-    rows = _fresh_rows(ledger_sql.LOCK_PLAN_PG, ledger_sql.LOCK_PLAN_SQLITE, params, fresh_at=_RUN_WIDTH + _MISSION_WIDTH + _OPERATION_WIDTH + 2)
-    if not rows:
-        return None
-    row = rows[0]
+    params = {**caller.params(), **_plan_params(run_id, key)}
+    rows = _fresh_rows(ledger_sql.LOCK_PLAN_PG, ledger_sql.LOCK_PLAN_SQLITE, params, fresh_at=_PLAN_FRESH_AT)
+    return _locked_plan(rows[0]) if rows else None
+
+
+def _plan_params(run_id: int, key: str) -> dict[str, Any]:
+    return {"run_id": run_id, "key": key, "chunk_of": _PAST_EVERY_ID}
+
+
+def _locked_plan(row: Sequence[Any]) -> LockedPlan:
     run = runner.model_from_row(Run, row[:_RUN_WIDTH])
     mission_end = _RUN_WIDTH + _MISSION_WIDTH
     mission = runner.model_from_row(Mission, row[_RUN_WIDTH:mission_end])
@@ -102,6 +118,79 @@ def lock_plan(caller: Caller, run_id: int, key: str) -> LockedPlan | None:
     end = mission_end + _OPERATION_WIDTH
     earlier = runner.model_from_row(Operation, row[mission_end:end]) if row[mission_end] is not None else None
     return LockedPlan(run=run, mission=mission, earlier=earlier, new_id=row[end + 3], ledger=_ledger(row[end], row[end + 1]))
+
+
+@dataclass
+class LockedFor[T]:
+    """A lock taken for a caller its own statement authenticated: who called (`seen`), the name and
+    prefix of the agent token it called with (which its audit events name it by), and what the
+    lock read (None: the caller may not see it)."""
+
+    seen: Seen
+    token_name: str | None
+    token_prefix: str | None
+    locked: T | None
+
+
+def lock_operation_as(who: Caller | Credentials, operation_id: int, count: Count | None = None) -> LockedFor[LockedOperation] | None:
+    """`lock_operation` for a caller the same statement authenticates (an agent token by its hash;
+    `count`: the request counted in it too). None when the token is not valid."""
+    return _locked_as(
+        who,
+        (ledger_sql.LOCK_OPERATION_AS_WHO_PG, ledger_sql.LOCK_OPERATION_AS_WHO_COUNTED_PG),
+        _operation_params(operation_id),
+        count,
+        lock=lambda caller: lock_operation(caller, operation_id),
+        read=_locked_operation,
+        fresh_at=_OPERATION_FRESH_AT,
+    )
+
+
+def lock_plan_as(who: Caller | Credentials, run_id: int, key: str, count: Count | None = None) -> LockedFor[LockedPlan] | None:
+    """`lock_plan` for a caller the same statement authenticates, as `lock_operation_as`."""
+    return _locked_as(
+        who,
+        (ledger_sql.LOCK_PLAN_AS_WHO_PG, ledger_sql.LOCK_PLAN_AS_WHO_COUNTED_PG),
+        _plan_params(run_id, key),
+        count,
+        lock=lambda caller: lock_plan(caller, run_id, key),
+        read=_locked_plan,
+        fresh_at=_PLAN_FRESH_AT,
+    )
+
+
+def _locked_as[T](
+    who: Caller | Credentials,
+    statements: tuple[str, str],
+    params: dict[str, Any],
+    count: Count | None,
+    *,
+    lock: Callable[[Caller], T | None],
+    read: Callable[[Sequence[Any]], T],
+    fresh_at: int,
+) -> LockedFor[T] | None:
+    """One round trip on PostgreSQL (`statements`: the lock as `tokens_sql.named_as_who` makes it,
+    and its counted form): who called, then the lock read for that caller. A lock that waited for
+    another writer is read again for the caller now known, as `_fresh_rows` does; the request is
+    counted once. SQLite reads who called first (`WHO_NAMED`), then locks."""
+    if not runner.is_postgresql():
+        found = as_who(who, tokens_sql.WHO_NAMED, "", {}, None)
+        if found is None:
+            return None
+        seen, (name, prefix) = found
+        return LockedFor(seen=seen, token_name=name, token_prefix=prefix, locked=lock(seen.caller))
+    found = as_who(who, *statements, {**params, "blob_gc_lock": BLOB_GC_LOCK}, count)
+    if found is None:
+        return None
+    seen, rest = found
+    *row, name, prefix = rest
+    if row[0] is None:
+        locked = None
+    elif row[fresh_at]:
+        locked = read(row)
+    else:
+        locked = lock(seen.caller)
+    return LockedFor(seen=seen, token_name=name, token_prefix=prefix, locked=locked)
 
 
 @dataclass(frozen=True)

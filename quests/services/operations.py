@@ -12,12 +12,12 @@ from checkpoints import sections
 from checkpoints.models import Operation, OperationStatus as O
 from checkpoints.services import canonical_json, sha256_hex
 from quests import limits
-from quests.engine import operations as ledger
+from quests.engine import operations as ledger, writes
 from quests.models import AuditEvent, Mission
-from quests.services import idempotency, machine, savestate
+from quests.services import idempotency, machine, savestate, tokens
 from quests.services.audit import Actor, audit_event
 from quests.services.errors import Conflict, InvalidInput, NotFound, run_ended
-from quests.services.locking import caller, refuse_unless_active
+from quests.services.locking import refuse_unless_active
 from quests.services.snapshots import snapshot_asked, state_save_of
 
 
@@ -26,18 +26,21 @@ def _hash(value: Any) -> str:
 
 
 @idempotency.retried_on_key_race
-def operation_plan(*, actor: Actor, run_id: int, key: str, kind: str, target: str, request: dict[str, Any], max_attempts: int = 3) -> tuple[Operation, bool]:
+def operation_plan(
+    *, actor: Actor | writes.Credentials, run_id: int, key: str, kind: str, target: str, request: dict[str, Any], max_attempts: int = 3
+) -> tuple[Operation, bool]:
     """Plan a side effect. The same key with the same request answers the existing operation with
-    its current status — that is how a resumed run learns it already did this."""
-    if max_attempts < 1:
-        raise InvalidInput("max_attempts must be at least 1.", field="max_attempts")
+    its current status — that is how a resumed run learns it already did this. An agent token's
+    `Credentials` are authenticated by the statement that locks (`tokens.locked_for`)."""
     request_hash = _hash({"kind": kind, "target": target, "request": request})
     with transaction.atomic():
         # The operation's own key is its idempotency key: the statement that locks the mission
         # also finds an operation planned with it (a race is settled by the unique constraint).
-        locked = ledger.lock_plan(caller(actor), run_id, key) if actor.user is not None else None
+        actor, locked = tokens.locked_for(actor, lambda c: ledger.lock_plan(c, run_id, key), lambda who, count: ledger.lock_plan_as(who, run_id, key, count))
         if locked is None:
             raise NotFound(f"No run with id {run_id}.")
+        if max_attempts < 1:  # after authentication: a caller that is not valid hears 401 first
+            raise InvalidInput("max_attempts must be at least 1.", field="max_attempts")
         if locked.earlier is not None:
             if locked.earlier.request_hash != request_hash:
                 raise idempotency.key_reuse(key)
@@ -65,16 +68,21 @@ def operation_plan(*, actor: Actor, run_id: int, key: str, kind: str, target: st
         return op, False
 
 
-def _locked_operation(actor: Actor, operation_id: int) -> tuple[Operation, Mission, ledger.LedgerChunk, int]:
-    """The mission locked and, in the same statement, the operation (current, since it is read
-    under the lock), the receipts it holds (see `_receipt_room`) and the chunk of
-    the ledger that holds it, which the change will rewrite (never the whole ledger: a receipt
-    costs the same however long the ledger is)."""
-    locked = ledger.lock_operation(caller(actor), operation_id) if actor.user is not None else None
+def _locked_operation(
+    actor: Actor | writes.Credentials, operation_id: int, *, receipt: bool = False
+) -> tuple[Actor, Operation, Mission, ledger.LedgerChunk, int]:
+    """The actor (an agent token's `Credentials` authenticated by the lock's own statement, its
+    request counted; a `receipt` never refused by the rate), the mission locked and, in the same
+    statement, the operation (current, since it is read under the lock), the receipts it holds
+    (see `_receipt_room`) and the chunk of the ledger that holds it, which the change will rewrite
+    (never the whole ledger: a receipt costs the same however long the ledger is)."""
+    actor, locked = tokens.locked_for(
+        actor, lambda c: ledger.lock_operation(c, operation_id), lambda who, count: ledger.lock_operation_as(who, operation_id, count), receipt=receipt
+    )
     if locked is None:
         raise NotFound(f"No operation with id {operation_id}.")
     op, mission = locked.operation, locked.mission
-    return op, mission, _ledger_read(mission, locked.ledger, operation_id), locked.receipts_held
+    return actor, op, mission, _ledger_read(mission, locked.ledger, operation_id), locked.receipts_held
 
 
 def _ledger_read(mission: Mission, chunk: ledger.LedgerChunk | None, operation_id: int | None) -> ledger.LedgerChunk:
@@ -93,7 +101,8 @@ RECEIPT_EVENTS = ("completed", "failed", "observed")
 
 
 def _receipt_size(receipt: dict[str, Any] | None) -> None:
-    """Refuse a receipt object over RECEIPT_BYTES_MAX, before anything is locked."""
+    """Refuse a receipt object over RECEIPT_BYTES_MAX (after the lock that authenticates the caller:
+    a caller that is not valid hears 401 first; the transaction keeps nothing)."""
     size = len(canonical_json(receipt)) if receipt is not None else 0
     if size > limits.RECEIPT_BYTES_MAX:
         raise InvalidInput(
@@ -150,9 +159,9 @@ def _write(
     return op
 
 
-def operation_attempt(*, actor: Actor, operation_id: int) -> Operation:
+def operation_attempt(*, actor: Actor | writes.Credentials, operation_id: int) -> Operation:
     with transaction.atomic():
-        op, mission, chunk, _ = _locked_operation(actor, operation_id)
+        actor, op, mission, chunk, _ = _locked_operation(actor, operation_id)
         if op.is_terminal:
             if op.status == O.FAILED:
                 raise Conflict("This operation failed for good; plan a new one to try something else.", code="invalid_transition", status=op.status)
@@ -173,11 +182,13 @@ def operation_attempt(*, actor: Actor, operation_id: int) -> Operation:
         return _write(op, mission, chunk, event="attempted", audit=moved, beat_run_id=mission.active_run_id)
 
 
-def operation_complete(*, actor: Actor, operation_id: int, external_id: str, external_status: str, receipt: dict[str, Any] | None = None) -> Operation:
-    _receipt_size(receipt)
+def operation_complete(
+    *, actor: Actor | writes.Credentials, operation_id: int, external_id: str, external_status: str, receipt: dict[str, Any] | None = None
+) -> Operation:
     completion_hash = _hash({"external_id": external_id, "external_status": external_status, "receipt": receipt})
     with transaction.atomic():
-        op, mission, chunk, held = _locked_operation(actor, operation_id)
+        actor, op, mission, chunk, held = _locked_operation(actor, operation_id, receipt=True)
+        _receipt_size(receipt)
         if op.status == O.COMPLETED:
             if op.completion_hash == completion_hash:
                 return op  # the same receipt again: a no-op
@@ -192,9 +203,9 @@ def operation_complete(*, actor: Actor, operation_id: int, external_id: str, ext
         return _write(op, mission, chunk, event="completed", audit=moved, external_status=external_status, receipt=receipt)
 
 
-def operation_fail(*, actor: Actor, operation_id: int, error: str, retryable: bool) -> Operation:
+def operation_fail(*, actor: Actor | writes.Credentials, operation_id: int, error: str, retryable: bool) -> Operation:
     with transaction.atomic():
-        op, mission, chunk, held = _locked_operation(actor, operation_id)
+        actor, op, mission, chunk, held = _locked_operation(actor, operation_id, receipt=True)
         machine.require(op, "fail")
         _receipt_room(op, held)
         op.error = error
@@ -203,11 +214,11 @@ def operation_fail(*, actor: Actor, operation_id: int, error: str, retryable: bo
         return _write(op, mission, chunk, event="failed", audit=moved, error=error)
 
 
-def operation_observe(*, actor: Actor, operation_id: int, external_status: str, receipt: dict[str, Any] | None = None) -> Operation:
+def operation_observe(*, actor: Actor | writes.Credentials, operation_id: int, external_status: str, receipt: dict[str, Any] | None = None) -> Operation:
     """Record what later became of the external object (e.g. `confirmed` → `cancelled`)."""
-    _receipt_size(receipt)
     with transaction.atomic():
-        op, mission, chunk, held = _locked_operation(actor, operation_id)
+        actor, op, mission, chunk, held = _locked_operation(actor, operation_id, receipt=True)
+        _receipt_size(receipt)
         _receipt_room(op, held)
         previous = op.external_status
         op.external_status = external_status

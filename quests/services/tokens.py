@@ -4,11 +4,13 @@ import hashlib
 import secrets
 from collections.abc import Callable
 from datetime import datetime, timedelta
+from typing import Any
 
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.utils import timezone
 
-from quests.engine import checkpoints as engine_checkpoints, reads, writes
+from quests.engine import checkpoints as engine_checkpoints, operations as ledger, reads, writes
 from quests.models import AgentToken, Mission, Run
 from quests.services import throttle
 from quests.services.audit import Actor, audit
@@ -59,21 +61,59 @@ def credentials_actor(credentials: writes.Credentials, *, counted: bool) -> Acto
 
 
 def statement_caller[T](
-    actor: Actor | writes.Credentials, statement: Callable[[writes.Caller | writes.Credentials, writes.Count | None], T | None], *, counted: bool = False
+    actor: Actor | writes.Credentials,
+    statement: Callable[[writes.Caller | writes.Credentials, writes.Count | None], T | None],
+    *,
+    counted: bool = False,
+    receipt: bool = False,
 ) -> T:
     """Run an engine statement that authenticates its caller itself (`engine.checkpoints.as_who`):
     an agent token's `Credentials` as sent, its request counted against its rate by the same
     statement where the cache allows (RateLimited past it), or an actor as the caller whose rows it
     may touch. Its result; Unauthenticated when the token is not valid. `counted`: the request was
-    counted already (`counted_with`)."""
+    counted already (`counted_with`); `receipt`: an operation's receipt, counted but never refused."""
     credentials = actor if isinstance(actor, writes.Credentials) else None
     counting = throttle.api_counting(credentials.token_hash) if credentials and not counted else None
     result = statement(who_calls(actor), counting)
     if result is None:
         raise Unauthenticated(Unauthenticated.MESSAGE)
     if credentials is not None and not counted:
-        throttle.api_request_count(credentials.token_hash, receipt=False, counted=counting)
+        throttle.api_request_count(credentials.token_hash, receipt=receipt, counted=counting)
     return result
+
+
+def locked_for[T](
+    actor: Actor | writes.Credentials,
+    lock: Callable[[writes.Caller], T | None],
+    lock_as: Callable[[writes.Caller | writes.Credentials, writes.Count | None], "ledger.LockedFor[Any] | None"],
+    *,
+    receipt: bool = False,
+) -> tuple[Actor, T | None]:
+    """A lock taken for an actor (`lock`), or for an agent token that the lock's own statement
+    authenticates (`lock_as`: one round trip for both; Unauthenticated when the token is not
+    valid, and the request counted against its rate: RateLimited past it, unless it is a
+    `receipt`). The actor the call's audit events name, and what the lock read (None: the caller
+    may not see it)."""
+    if not isinstance(actor, writes.Credentials):
+        return actor, (lock(caller(actor)) if actor.user is not None else None)
+    found = statement_caller(actor, lock_as, receipt=receipt)
+    token_used(use_to_note(found.seen))
+    return _token_actor(found), found.locked
+
+
+def _token_actor(found: "ledger.LockedFor[Any]") -> Actor:
+    """The agent a lock's statement authenticated, as an audit event names it: its user and token by
+    id, the token with its name and prefix (Actor.label)."""
+    seen = found.seen
+    token = AgentToken(
+        pk=seen.token_id,
+        user_id=seen.caller.user_id,
+        mission_id=seen.caller.token_mission_id,
+        name=found.token_name or "",
+        prefix=found.token_prefix or "",
+        last_used_at=seen.token_last_used_at,
+    )
+    return Actor(user=get_user_model()(pk=seen.caller.user_id), token=token)
 
 
 def run_locked_for(actor: Actor | writes.Credentials, run_id: int, key: writes.Key | None = None) -> writes.Locked:

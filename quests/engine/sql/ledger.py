@@ -2,6 +2,7 @@
 stored ledger chunk a change rewrites), and the write of a plan or a change."""
 
 from quests.engine.sql.runs import ASK_SNAPSHOT, MISSION_COLUMNS, RUN_COLUMNS, SAVE_STATE, STORE_PART_SQLITE, STORE_PARTS_PG
+from quests.engine.sql.tokens import GIVEN_CALLER, WHO_CALLER, counted_pg, named_as_who
 
 # --- The operation ledger -------------------------------------------------------------------------------
 # An operation's columns, in its model's field order.
@@ -41,19 +42,26 @@ SELECT {MISSION_COLUMNS}, {OPERATION_COLUMNS},
   FROM checkpoints_operation o
   JOIN quests_mission m ON m.id = o.mission_id
  WHERE o.id = %(operation_id)s
-   AND m.owner_id = %(user_id)s
-   AND (CAST(%(token_mission_id)s AS bigint) IS NULL OR m.id = %(token_mission_id)s)"""
+   AND m.owner_id = {{owner}}
+   AND ({{token_mission}} IS NULL OR m.id = {{token_mission}})"""
 # Blob writers share an advisory lock that the blob collector takes alone: a change to the
 # ledger stores its chunk.
 _BLOB_WRITERS_GUARD_PG = "pg_advisory_xact_lock_shared(%(blob_gc_lock)s) AS blob_writers_guard"
 _FRESH_PG = "m.xmin = (SELECT seen.xmin FROM quests_mission seen WHERE seen.id = m.id)"
-LOCK_OPERATION_PG = (
-    _LOCK_OPERATION.format(receipts=_RECEIPTS_HELD, chunk=_LEDGER_CHUNK_PG, fresh=_FRESH_PG).replace(
-        "AS read_fresh", f"AS read_fresh, {_BLOB_WRITERS_GUARD_PG}"
-    )
-    + "\n   FOR UPDATE OF m"
-)
-LOCK_OPERATION_SQLITE = _LOCK_OPERATION.format(receipts=_RECEIPTS_HELD, chunk=_LEDGER_CHUNK_SQLITE, fresh="1")
+
+
+def _locked_pg(lock: str, *, guard_after: str) -> str:
+    """A lock's statement on PostgreSQL: the blob writers' guard taken after the column
+    `guard_after`, and the mission's row locked."""
+    return lock.replace(guard_after, f"{guard_after}, {_BLOB_WRITERS_GUARD_PG}") + "\n   FOR UPDATE OF m"
+
+
+def _lock_operation_pg(**caller: str) -> str:
+    return _locked_pg(_LOCK_OPERATION.format(receipts=_RECEIPTS_HELD, chunk=_LEDGER_CHUNK_PG, fresh=_FRESH_PG, **caller), guard_after="AS read_fresh")
+
+
+LOCK_OPERATION_PG = _lock_operation_pg(**GIVEN_CALLER)
+LOCK_OPERATION_SQLITE = _LOCK_OPERATION.format(receipts=_RECEIPTS_HELD, chunk=_LEDGER_CHUNK_SQLITE, fresh="1", **GIVEN_CALLER)
 
 # Lock a run's mission to plan an operation on it: the run, its mission (locked), the operation
 # already planned with the key, the last ledger chunk, and the id the new operation will have
@@ -65,16 +73,26 @@ SELECT {RUN_COLUMNS}, {MISSION_COLUMNS}, {OPERATION_COLUMNS},
   JOIN quests_mission m ON m.id = r.mission_id
   LEFT JOIN checkpoints_operation o ON o.mission_id = m.id AND o.key = %(key)s
  WHERE r.id = %(run_id)s
-   AND m.owner_id = %(user_id)s
-   AND (CAST(%(token_mission_id)s AS bigint) IS NULL OR m.id = %(token_mission_id)s)"""
+   AND m.owner_id = {{owner}}
+   AND ({{token_mission}} IS NULL OR m.id = {{token_mission}})"""
 _NEW_OPERATION_ID_PG = "CASE WHEN o.id IS NULL THEN nextval(pg_get_serial_sequence('checkpoints_operation', 'id')) END"
 # SQLite's writers are serialised from BEGIN IMMEDIATE on, so the next id is the table's sequence + 1.
 _NEW_OPERATION_ID_SQLITE = "COALESCE((SELECT seq FROM sqlite_sequence WHERE name = 'checkpoints_operation'), 0) + 1"
-LOCK_PLAN_PG = (
-    _LOCK_PLAN.format(chunk=_LEDGER_CHUNK_PG, fresh=_FRESH_PG, new_id=_NEW_OPERATION_ID_PG).replace("AS new_id", f"AS new_id, {_BLOB_WRITERS_GUARD_PG}")
-    + "\n   FOR UPDATE OF m"
-)
-LOCK_PLAN_SQLITE = _LOCK_PLAN.format(chunk=_LEDGER_CHUNK_SQLITE, fresh="1", new_id=_NEW_OPERATION_ID_SQLITE)
+
+
+def _lock_plan_pg(**caller: str) -> str:
+    return _locked_pg(_LOCK_PLAN.format(chunk=_LEDGER_CHUNK_PG, fresh=_FRESH_PG, new_id=_NEW_OPERATION_ID_PG, **caller), guard_after="AS new_id")
+
+
+LOCK_PLAN_PG = _lock_plan_pg(**GIVEN_CALLER)
+LOCK_PLAN_SQLITE = _LOCK_PLAN.format(chunk=_LEDGER_CHUNK_SQLITE, fresh="1", new_id=_NEW_OPERATION_ID_SQLITE, **GIVEN_CALLER)
+# Both locks for a caller the statement authenticates itself (an agent's token by its hash:
+# `CALLER`; `named_as_who`): who called, the locked row (all NULL when the caller may not see the
+# operation or the run), and the token's name and prefix, which the audit events name the agent by.
+LOCK_OPERATION_AS_WHO_PG = named_as_who(_lock_operation_pg(**WHO_CALLER))
+LOCK_OPERATION_AS_WHO_COUNTED_PG = counted_pg(LOCK_OPERATION_AS_WHO_PG, last_column="AS token_prefix")
+LOCK_PLAN_AS_WHO_PG = named_as_who(_lock_plan_pg(**WHO_CALLER))
+LOCK_PLAN_AS_WHO_COUNTED_PG = counted_pg(LOCK_PLAN_AS_WHO_PG, last_column="AS token_prefix")
 
 # Write an operation's change: the beat of the run that made it (plan and attempt; a receipt is
 # accepted from an ended run and beats nothing), the operation (planned: inserted with the id its

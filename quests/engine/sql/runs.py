@@ -4,7 +4,7 @@ lifecycle: `lifecycle`.)"""
 
 from quests.engine.sql import compact
 from quests.engine.sql.refmaps import AGENT_BASE_JOIN, AGENT_REFS_PG, AGENT_REFS_SQLITE
-from quests.engine.sql.tokens import CALLER, TOKEN_CALLER, counted_pg
+from quests.engine.sql.tokens import CALLER, GIVEN_CALLER, TOKEN_CALLER, WHO_CALLER, counted_pg
 
 # The columns of a mission and a run, in their models' field order (`runner.model_from_row`
 # builds the instances from them).
@@ -52,7 +52,6 @@ SELECT {RUN_COLUMNS}, {MISSION_COLUMNS},
  WHERE r.id = %(run_id)s
    AND m.owner_id = {{owner}}
    AND ({{token_mission}} IS NULL OR m.id = {{token_mission}})"""
-_GIVEN_CALLER = {"owner": "%(user_id)s", "token_mission": "CAST(%(token_mission_id)s AS bigint)"}
 
 
 def _lock_run_pg(**caller: str) -> str:
@@ -66,8 +65,8 @@ def _lock_run_pg(**caller: str) -> str:
     )
 
 
-LOCK_RUN_PG = _lock_run_pg(**_GIVEN_CALLER)
-LOCK_RUN_SQLITE = _LOCK_RUN.format(head_refs=_HEAD_REFS_SQLITE, **_GIVEN_CALLER)
+LOCK_RUN_PG = _lock_run_pg(**GIVEN_CALLER)
+LOCK_RUN_SQLITE = _LOCK_RUN.format(head_refs=_HEAD_REFS_SQLITE, **GIVEN_CALLER)
 # The same lock for a caller the statement authenticates itself (an agent token by its hash, or a
 # caller already known: `CALLER`), as the agent's records take it: who called, then the locked
 # row. No row: the caller is not authenticated; a row without a run: not found. SQLite locks the
@@ -75,7 +74,7 @@ LOCK_RUN_SQLITE = _LOCK_RUN.format(head_refs=_HEAD_REFS_SQLITE, **_GIVEN_CALLER)
 LOCK_RUN_AS_WHO_PG = f"""
 SELECT who.user_id, who.token_id, who.token_mission_id, who.last_used_at, locked.*
   FROM ({CALLER}) who
-  LEFT JOIN LATERAL ({_lock_run_pg(owner="who.user_id", token_mission="who.token_mission_id")}
+  LEFT JOIN LATERAL ({_lock_run_pg(**WHO_CALLER)}
   ) locked ON true"""
 LOCK_RUN_AS_WHO_COUNTED_PG = counted_pg(LOCK_RUN_AS_WHO_PG, last_column="locked.*")
 

@@ -49,3 +49,28 @@ def counted_pg(statement: str, *, last_column: str) -> str:
     body = statement.replace(last_column, last_column + ",\n       (SELECT value FROM counted) AS api_count").strip()
     counted = "WITH counted AS (\n    {count}\n)"
     return counted + (", " + body.removeprefix("WITH ") if body.startswith("WITH ") else "\n" + body)
+
+
+# How a statement names its caller where it checks what the caller may see: as given (`Caller`'s
+# parameters) or as the statement's `who` found it.
+GIVEN_CALLER = {"owner": "%(user_id)s", "token_mission": "CAST(%(token_mission_id)s AS bigint)"}
+WHO_CALLER = {"owner": "who.user_id", "token_mission": "who.token_mission_id"}
+# Who is calling with the token's name and prefix (the audit events' actor): the first read of a
+# call that authenticates its caller itself, on SQLite (PostgreSQL: `named_as_who`).
+_TOKEN_NAMES = "tk.name AS token_name, tk.prefix AS token_prefix"
+WHO_NAMED = f"""
+SELECT who.user_id, who.token_id, who.token_mission_id, who.last_used_at, {_TOKEN_NAMES}
+  FROM ({CALLER}) who
+  LEFT JOIN quests_agenttoken tk ON tk.id = who.token_id"""
+
+
+def named_as_who(lock: str) -> str:
+    """`lock` (a statement of at most one row, locking it, that names its caller with WHO_CALLER)
+    for a caller the statement authenticates itself: who called, then the locked row (NULLs when
+    the caller may not see it), then the token's name and prefix."""
+    return f"""
+SELECT who.user_id, who.token_id, who.token_mission_id, who.last_used_at, locked.*, {_TOKEN_NAMES}
+  FROM ({CALLER}) who
+  LEFT JOIN quests_agenttoken tk ON tk.id = who.token_id
+  LEFT JOIN LATERAL ({lock}
+  ) locked ON true"""
