@@ -1,6 +1,6 @@
 """An agent token: who calls, by the token's hash. Most agent requests read it first (`AGENT_TOKEN`);
-the hottest calls start their own first statement with it (`CALLER`: the agent's checkpoint, a
-record's lock, the heartbeat, LangGraph's put, put_writes and get_tuple)."""
+the hottest calls start their own first statement with it (`CALLER`: the agent's checkpoint, the
+lock of an operation call or a record, the heartbeat, LangGraph's put, put_writes and get_tuple)."""
 
 # Every agent request but the hottest (which authenticate in their own first statement) starts
 # here: the token by its hash, not revoked, with its user, each in its model's field order.
