@@ -18,7 +18,7 @@ from rounds import rounds, show  # noqa: E402
 
 from checkpoints import refmaps  # noqa: E402
 from quests.engine import checkpoints as engine_checkpoints, runner, writes  # noqa: E402
-from quests.engine.sql import runs as runs_sql  # noqa: E402
+from quests.engine.sql import checkpoints as checkpoints_sql  # noqa: E402
 from quests.services import missions, runs, savestate  # noqa: E402
 from quests.services.audit import Actor  # noqa: E402
 
@@ -80,7 +80,7 @@ def _params(row: engine_checkpoints.CheckpointRow, run_id: int, owner_id: int) -
 
 def steps_one_by_one(row: engine_checkpoints.CheckpointRow, run_id: int, owner_id: int, *, pipeline: bool) -> None:
     """The SQLite form on PostgreSQL: beat, blobs (one insert each), row, key, head."""
-    beat, blob, store_map, _, insert, remember, move = runs_sql.CHECKPOINT_WRITE_SQLITE
+    beat, blob, store_map, _, insert, remember, move = checkpoints_sql.CHECKPOINT_WRITE_SQLITE
     params = _params(row, run_id, owner_id)
     maps = {params["state_map_id"]: {}, **row.agent_layout.new_maps}
     with runner.cursor() as c:

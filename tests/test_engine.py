@@ -405,9 +405,9 @@ def test_psycopg_parses_each_statement_once_per_process():
 
     from psycopg import _queries
 
-    from quests.engine.sql import bundle, graph, ledger, lifecycle, runs, tokens
+    from quests.engine.sql import bundle, checkpoints, graph, ledger, lifecycle, runs, tokens
 
-    for module in (runs, graph, ledger, lifecycle, bundle, tokens):
+    for module in (runs, checkpoints, graph, ledger, lifecycle, bundle, tokens):
         for name, text in vars(module).items():
             if name.endswith("_PG") and isinstance(text, str):
                 assert len(text.encode()) <= _queries.MAX_CACHED_STATEMENT_LENGTH, f"{module.__name__}.{name}: {len(text.encode())} bytes"
@@ -422,18 +422,20 @@ def test_the_statements_that_count_a_request_stay_within_psycopgs_parse_cache():
     from psycopg import _queries
 
     from config.cache import CountingDatabaseCache
-    from quests.engine.sql import graph, runs, tokens
+    from quests.engine.sql import checkpoints, graph, ledger, runs, tokens
 
     cache = CountingDatabaseCache("questlog_cache", {})
-    counted = (
-        [(tokens.AGENT_TOKEN_COUNTED_PG, tokens.COUNTED_TOKEN_ROW_PG)]
-        + [
-            (template, tokens.COUNTED_CALLER_ROW_PG)
-            for template in (runs.CHECKPOINT_READ_COUNTED_PG, graph.GRAPH_PUT_READ_COUNTED_PG, graph.GRAPH_WRITES_COUNTED_PG, graph.GRAPH_TUPLE_COUNTED_PG)
-        ]
-        + [(runs.CHECKPOINT_KNOWN_WRITE_COUNTED_PG, runs.KNOWN_COUNTED_ROW_PG)]
-    )
+    # Every counted form of every module, each with the row its count is taken from: a valid
+    # token's (`COUNTED_CALLER_ROW_PG`) unless the statement names its own.
+    own_rows = {tokens.AGENT_TOKEN_COUNTED_PG: tokens.COUNTED_TOKEN_ROW_PG, checkpoints.CHECKPOINT_KNOWN_WRITE_COUNTED_PG: checkpoints.KNOWN_COUNTED_ROW_PG}
+    counted = [
+        (text, own_rows.get(text, tokens.COUNTED_CALLER_ROW_PG))
+        for module in (runs, checkpoints, graph, ledger, tokens)
+        for name, text in vars(module).items()
+        if name.endswith("_COUNTED_PG") and isinstance(text, str)
+    ]
+    assert len(counted) >= 10, counted  # the token; the checkpoint's read and one-trip write; the run's, an operation's and a plan's locks; the beat; LangGraph's three
     for template, row in counted:
         text = template.replace("{count}", cache.count_statement(row))
-        assert len(text.encode()) <= _queries.MAX_CACHED_STATEMENT_LENGTH, f"{len(text.encode())} bytes"
+        assert len(text.encode()) <= _queries.MAX_CACHED_STATEMENT_LENGTH, f"{len(text.encode())} bytes: {template[:80]}"
         assert len(set(re.findall(r"%\((\w+)\)s", text))) <= _queries.MAX_CACHED_STATEMENT_PARAMS

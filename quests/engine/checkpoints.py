@@ -14,7 +14,7 @@ from typing import Any
 from checkpoints import refmaps
 from checkpoints.pruning import BLOB_GC_LOCK
 from quests.engine import runner
-from quests.engine.sql import runs as runs_sql, tokens as tokens_sql
+from quests.engine.sql import checkpoints as checkpoints_sql, runs as runs_sql, tokens as tokens_sql
 from quests.engine.writes import MISSION_WIDTH, RUN_WIDTH, Caller, Count, Credentials, Key, Locked, heartbeat, locked_from_row
 from quests.models import AgentToken, Run
 
@@ -59,8 +59,8 @@ def checkpoint_read(who: Caller | Credentials, run_id: int, key: Key, count: Cou
     """Round trip 1 of the agent's checkpoint: authenticate, read the run, its mission, the head's
     parts and the key's earlier answer, and allocate the checkpoint's id; None when the token is
     not valid. With `count` (PostgreSQL) it also counts the request of a valid token (`count.value`)."""
-    statement = runs_sql.CHECKPOINT_READ_PG if runner.is_postgresql() else runs_sql.CHECKPOINT_READ_SQLITE
-    read = as_who(who, statement, runs_sql.CHECKPOINT_READ_COUNTED_PG, {"run_id": run_id, "key": key.key, "key_suffix": key.suffix}, count)
+    statement = checkpoints_sql.CHECKPOINT_READ_PG if runner.is_postgresql() else checkpoints_sql.CHECKPOINT_READ_SQLITE
+    read = as_who(who, statement, checkpoints_sql.CHECKPOINT_READ_COUNTED_PG, {"run_id": run_id, "key": key.key, "key_suffix": key.suffix}, count)
     if read is None:
         return None
     seen, row = read
@@ -79,7 +79,7 @@ def run_locked_as(who: Caller | Credentials, run_id: int, key: Key | None, count
     the run); None when the token is not valid. With `count` (PostgreSQL) it also counts the
     request of a valid token (`count.value`)."""
     params = {"run_id": run_id, "key": key.key if key else None, "key_suffix": key.suffix if key else "", "blob_gc_lock": BLOB_GC_LOCK}
-    statement = runs_sql.LOCK_RUN_AS_WHO_PG if runner.is_postgresql() else runs_sql.CHECKPOINT_READ_SQLITE
+    statement = runs_sql.LOCK_RUN_AS_WHO_PG if runner.is_postgresql() else checkpoints_sql.CHECKPOINT_READ_SQLITE
     read = as_who(who, statement, runs_sql.LOCK_RUN_AS_WHO_COUNTED_PG, params, count)
     if read is None:
         return None
@@ -94,7 +94,7 @@ def heartbeat_as(who: Caller | Credentials, run_id: int, count: Count | None = N
     called, the run (None when the caller may not see it) and whether it beat; None when the token
     is not valid. With `count` it also counts the request of a valid token (`count.value`)."""
     if not runner.is_postgresql():
-        read = as_who(who, runs_sql.CHECKPOINT_READ_SQLITE, "", {"run_id": run_id, "key": None, "key_suffix": ""}, None)
+        read = as_who(who, checkpoints_sql.CHECKPOINT_READ_SQLITE, "", {"run_id": run_id, "key": None, "key_suffix": ""}, None)
         if read is None:
             return None
         seen = read[0]
@@ -295,7 +295,7 @@ def checkpoint_write(
             if claim
             else {}
         )
-        statement = runs_sql.CHECKPOINT_CLAIMED_WRITE_PG if claim else runs_sql.CHECKPOINT_WRITE_PG
+        statement = checkpoints_sql.CHECKPOINT_CLAIMED_WRITE_PG if claim else checkpoints_sql.CHECKPOINT_WRITE_PG
         if claim and claim.also:
             statement, also = claim.also
             claimed.update(also)
@@ -304,7 +304,7 @@ def checkpoint_write(
             # `archive_due`, and any archive due since moved the row, so no claim could hold.
             if previews:
                 raise ValueError("The one-statement checkpoint carries no notes' archive.")
-            statement = runs_sql.CHECKPOINT_KNOWN_WRITE_PG
+            statement = checkpoints_sql.CHECKPOINT_KNOWN_WRITE_PG
             claimed.update(_who_params(claim.who), key_suffix=key.suffix if key else "", rate=claim.rate)
         sent = {
             **params,
@@ -321,7 +321,7 @@ def checkpoint_write(
             "archived_sizes": [p[2] for p in previews.values()],
         }
         if claim and claim.who is not None and claim.count is not None:
-            rows = claim.count.fetch(runs_sql.CHECKPOINT_KNOWN_WRITE_COUNTED_PG, runs_sql.KNOWN_COUNTED_ROW_PG, sent)
+            rows = claim.count.fetch(checkpoints_sql.CHECKPOINT_KNOWN_WRITE_COUNTED_PG, checkpoints_sql.KNOWN_COUNTED_ROW_PG, sent)
         else:
             rows = runner.fetch(statement, sent)
         if not rows or rows[0][0] is None:
@@ -330,7 +330,7 @@ def checkpoint_write(
         return Written(id=made_id, new_bytes=new_bytes, created_at=now, mission_after=mission_after)
     if claim is not None:
         raise ValueError("SQLite writes a checkpoint under its database lock: no claim.")
-    beat, blob, store_map, archive, insert, remember, move = runs_sql.CHECKPOINT_WRITE_SQLITE
+    beat, blob, store_map, archive, insert, remember, move = checkpoints_sql.CHECKPOINT_WRITE_SQLITE
     stored = runner.steps(
         [(beat, params)]
         + [(blob, {**params, "sha": sha, "data": data, "media_type": media[sha]}) for sha, data in contents.items()]

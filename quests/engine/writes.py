@@ -116,7 +116,7 @@ def _counted_statement(template: str, upsert: str) -> str:
 
 def locked_from_row(row: Sequence[Any]) -> Locked:
     """The run, its mission, the head's parts and the key's earlier answer, from a row that holds
-    them in that order (`runs_sql.LOCK_RUN_PG`, and `runs_sql.CHECKPOINT_READ_PG` after who called)."""
+    them in that order (`runs_sql.LOCK_RUN_PG`, and `checkpoints_sql.CHECKPOINT_READ_PG` after who called)."""
     run = runner.model_from_row(Run, row[:RUN_WIDTH])
     mission = runner.model_from_row(Mission, row[RUN_WIDTH : RUN_WIDTH + MISSION_WIDTH])
     head_id, head_parts, head_base, head_delta, replay_id, replay_hash = row[RUN_WIDTH + MISSION_WIDTH : RUN_WIDTH + MISSION_WIDTH + 6]

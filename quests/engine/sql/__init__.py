@@ -5,8 +5,8 @@ A statement that only PostgreSQL can run in one piece (row locks, advisory locks
 CTEs) has a `_PG` text; its SQLite counterpart is the same work as `_SQLITE` steps run in order
 (SQLite serialises writers at BEGIN IMMEDIATE, so it needs no row lock).
 
-One module per group of calls, each readable top to bottom: `runs` (a run's lock, the agent's
-checkpoint, heartbeat, record, save state), `ledger` (the operation ledger), `lifecycle`
+One module per group of calls, each readable top to bottom: `runs` (a run's lock, heartbeat,
+record, save state), `checkpoints` (the agent's checkpoint in its three forms), `ledger` (the operation ledger), `lifecycle`
 (mission create, a run's start and end), `bundle` (the resume bundle), `graph` (LangGraph's put_writes and
 get_tuple), and `refmaps` (the fragment every statement reads a checkpoint's agent-state refs with)."""
 

@@ -2,14 +2,8 @@
 (pending writes) and get_tuple (a thread's checkpoint with its writes)."""
 
 from quests.engine.sql import compact
-from quests.engine.sql.runs import (
-    _HEAD_REFS_PG,
-    _HEAD_SEEN_COLUMNS,
-    _HEAD_SEEN_JOIN,
-    CHECKPOINT_CLAIMED_WRITE_PG,
-    MISSION_COLUMNS,
-    RUN_COLUMNS,
-)
+from quests.engine.sql.checkpoints import CHECKPOINT_CLAIMED_WRITE_PG
+from quests.engine.sql.runs import HEAD_REFS_PG, HEAD_SEEN_COLUMNS, HEAD_SEEN_JOIN, MISSION_COLUMNS, RUN_COLUMNS
 from quests.engine.sql.tokens import CALLER, counted_pg
 
 # How put_writes' and get_tuple's caller is named: by the statement's own `who` (PostgreSQL, where
@@ -30,7 +24,7 @@ _AS_GIVEN = {"who": "", "user_id": "%(user_id)s", "token_mission_id": "CAST(%(to
 GRAPH_PUT_READ_PG = f"""
 SELECT who.user_id, who.token_id, who.token_mission_id, who.last_used_at,
        {RUN_COLUMNS}, {MISSION_COLUMNS},
-       {_HEAD_SEEN_COLUMNS.format(head_refs=_HEAD_REFS_PG)},
+       {HEAD_SEEN_COLUMNS.format(head_refs=HEAD_REFS_PG)},
        NULL AS replay_object_id, NULL AS replay_request_hash,
        md5(CAST(m AS text)) AS mission_seen,
        CASE WHEN r.id IS NOT NULL THEN nextval('checkpoints_checkpoint_id_seq') END AS checkpoint_id,
@@ -46,7 +40,7 @@ SELECT who.user_id, who.token_id, who.token_mission_id, who.last_used_at,
          ON t.owner_id = who.user_id AND t.thread_id = %(thread_id)s AND t.deleted_at IS NULL
         AND m.owner_id = who.user_id
         AND (who.token_mission_id IS NULL OR m.id = who.token_mission_id)
-  {_HEAD_SEEN_JOIN}"""
+  {HEAD_SEEN_JOIN}"""
 GRAPH_PUT_READ_COUNTED_PG = counted_pg(GRAPH_PUT_READ_PG, last_column="AS parent_channels")
 
 
