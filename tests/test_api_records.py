@@ -6,6 +6,7 @@ import pytest
 from django.test import override_settings
 
 from checkpoints.models import Blob, Record
+from tests.test_engine import counted_on_postgresql
 from tests.test_throttle_count import cache_statements, counted_rate, database_cache  # noqa: F401 - fixtures
 
 pytestmark = pytest.mark.django_db
@@ -135,6 +136,7 @@ def _records(run: dict) -> int:
     return Record.objects.filter(run_id=run["id"]).count()
 
 
+@counted_on_postgresql
 def test_a_token_is_authenticated_by_the_statement_that_locks_the_run(agent, run):
     from django.db import connection
     from django.test.utils import CaptureQueriesContext

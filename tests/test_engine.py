@@ -434,7 +434,9 @@ def test_the_statements_that_count_a_request_stay_within_psycopgs_parse_cache():
         for name, text in vars(module).items()
         if name.endswith("_COUNTED_PG") and isinstance(text, str)
     ]
-    assert len(counted) >= 10, counted  # the token; the checkpoint's read and one-trip write; the run's, an operation's and a plan's locks; the beat; LangGraph's three
+    assert len(counted) >= 10, (
+        counted
+    )  # the token; the checkpoint's read and one-trip write; the run's, an operation's and a plan's locks; the beat; LangGraph's three
     for template, row in counted:
         text = template.replace("{count}", cache.count_statement(row))
         assert len(text.encode()) <= _queries.MAX_CACHED_STATEMENT_LENGTH, f"{len(text.encode())} bytes: {template[:80]}"

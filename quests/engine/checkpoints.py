@@ -7,6 +7,7 @@ each statement in autocommit."""
 
 import threading
 from collections import OrderedDict
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -15,7 +16,7 @@ from checkpoints import refmaps
 from checkpoints.pruning import BLOB_GC_LOCK
 from quests.engine import runner
 from quests.engine.sql import checkpoints as checkpoints_sql, runs as runs_sql, tokens as tokens_sql
-from quests.engine.writes import MISSION_WIDTH, RUN_WIDTH, Caller, Count, Credentials, Key, Locked, heartbeat, locked_from_row
+from quests.engine.writes import MISSION_WIDTH, RUN_WIDTH, Caller, Count, Credentials, Key, Locked, heartbeat, lock_run, locked_from_row
 from quests.models import AgentToken, Run
 
 
@@ -73,20 +74,17 @@ def checkpoint_read(who: Caller | Credentials, run_id: int, key: Key, count: Cou
     return seen
 
 
-def run_locked_as(who: Caller | Credentials, run_id: int, key: Key | None, count: Count | None = None) -> Seen | None:
-    """A run's mission locked (as `writes.lock_run` locks it) for a caller the same statement
-    authenticates: who called, the locked run in `seen.locked` (None when the caller may not see
-    the run); None when the token is not valid. With `count` (PostgreSQL) it also counts the
-    request of a valid token (`count.value`)."""
-    params = {"run_id": run_id, "key": key.key if key else None, "key_suffix": key.suffix if key else "", "blob_gc_lock": BLOB_GC_LOCK}
-    statement = runs_sql.LOCK_RUN_AS_WHO_PG if runner.is_postgresql() else checkpoints_sql.CHECKPOINT_READ_SQLITE
-    read = as_who(who, statement, runs_sql.LOCK_RUN_AS_WHO_COUNTED_PG, params, count)
-    if read is None:
-        return None
-    seen, row = read
-    if row[0] is not None:
-        seen.locked = locked_from_row(row)
-    return seen
+def run_locked_as(who: Caller | Credentials, run_id: int, key: Key | None, count: Count | None = None) -> "LockedFor[Locked] | None":
+    """`writes.lock_run` for a caller the same statement authenticates (`locked_as`)."""
+    params = {"run_id": run_id, "key": key.key if key else None, "key_suffix": key.suffix if key else ""}
+    return locked_as(
+        who,
+        (runs_sql.LOCK_RUN_AS_WHO_PG, runs_sql.LOCK_RUN_AS_WHO_COUNTED_PG),
+        params,
+        count,
+        lock=lambda caller: lock_run(caller, run_id, key),
+        read=locked_from_row,
+    )
 
 
 def heartbeat_as(who: Caller | Credentials, run_id: int, count: Count | None = None) -> tuple[Seen, Run | None, bool] | None:
@@ -94,7 +92,7 @@ def heartbeat_as(who: Caller | Credentials, run_id: int, count: Count | None = N
     called, the run (None when the caller may not see it) and whether it beat; None when the token
     is not valid. With `count` it also counts the request of a valid token (`count.value`)."""
     if not runner.is_postgresql():
-        read = as_who(who, checkpoints_sql.CHECKPOINT_READ_SQLITE, "", {"run_id": run_id, "key": None, "key_suffix": ""}, None)
+        read = as_who(who, tokens_sql.WHO_NAMED, "", {}, None)  # who called, then the beat as given
         if read is None:
             return None
         seen = read[0]
@@ -120,6 +118,54 @@ def as_who(who: Caller | Credentials, statement: str, counted: str, params: dict
     params = {**_who_params(who), **params}
     rows = count.fetch(counted, tokens_sql.COUNTED_CALLER_ROW_PG, params) if count is not None else runner.fetch(statement, params)
     return _seen_caller(rows[0]) if rows else None
+
+
+@dataclass
+class LockedFor[T]:
+    """A lock taken for a caller its own statement authenticated: who called (`seen`), the name and
+    prefix of the agent token it called with (which its audit events name it by), and what the
+    lock read (None: the caller may not see it)."""
+
+    seen: Seen
+    token_name: str | None
+    token_prefix: str | None
+    locked: T | None
+
+
+def locked_as[T](
+    who: Caller | Credentials,
+    statements: tuple[str, str],
+    params: dict[str, Any],
+    count: Count | None,
+    *,
+    lock: Callable[[Caller], T | None],
+    read: Callable[[Sequence[Any]], T],
+    fresh_at: int | None = None,
+) -> LockedFor[T] | None:
+    """A lock (`lock`, for a caller known) taken for a caller its own statement authenticates: one
+    round trip on PostgreSQL (`statements`: the lock as `tokens_sql.named_as_who` makes it, and its
+    counted form), whose row `read` makes what the lock read. Where the row says whether it is
+    fresh (`fresh_at`: the ledger's locks), a lock that waited for another writer is taken again
+    for the caller now known; the request is counted once. SQLite reads who called first
+    (`WHO_NAMED`), then locks. None when the token is not valid."""
+    if not runner.is_postgresql():
+        found = as_who(who, tokens_sql.WHO_NAMED, "", {}, None)
+        if found is None:
+            return None
+        seen, (name, prefix) = found
+        return LockedFor(seen=seen, token_name=name, token_prefix=prefix, locked=lock(seen.caller))
+    found = as_who(who, *statements, {**params, "blob_gc_lock": BLOB_GC_LOCK}, count)
+    if found is None:
+        return None
+    seen, rest = found
+    *row, name, prefix = rest
+    if row[0] is None:
+        locked = None
+    elif fresh_at is None or row[fresh_at]:
+        locked = read(row)
+    else:
+        locked = lock(seen.caller)
+    return LockedFor(seen=seen, token_name=name, token_prefix=prefix, locked=locked)
 
 
 def _who_params(who: Caller | Credentials) -> dict[str, Any]:

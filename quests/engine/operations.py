@@ -2,15 +2,15 @@
 which also reads the ledger chunk the change rewrites), then write the change with everything that
 goes with it (one statement on PostgreSQL). The caller holds Django's transaction."""
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from checkpoints.models import Operation
 from checkpoints.pruning import BLOB_GC_LOCK
 from quests.engine import runner
-from quests.engine.checkpoints import Seen, as_who
-from quests.engine.sql import ledger as ledger_sql, tokens as tokens_sql
+from quests.engine.checkpoints import LockedFor, locked_as
+from quests.engine.sql import ledger as ledger_sql
 from quests.engine.writes import Caller, Count, Credentials, StateSave
 from quests.models import AuditEvent, Mission, Run
 
@@ -120,22 +120,10 @@ def _locked_plan(row: Sequence[Any]) -> LockedPlan:
     return LockedPlan(run=run, mission=mission, earlier=earlier, new_id=row[end + 3], ledger=_ledger(row[end], row[end + 1]))
 
 
-@dataclass
-class LockedFor[T]:
-    """A lock taken for a caller its own statement authenticated: who called (`seen`), the name and
-    prefix of the agent token it called with (which its audit events name it by), and what the
-    lock read (None: the caller may not see it)."""
-
-    seen: Seen
-    token_name: str | None
-    token_prefix: str | None
-    locked: T | None
-
-
 def lock_operation_as(who: Caller | Credentials, operation_id: int, count: Count | None = None) -> LockedFor[LockedOperation] | None:
     """`lock_operation` for a caller the same statement authenticates (an agent token by its hash;
     `count`: the request counted in it too). None when the token is not valid."""
-    return _locked_as(
+    return locked_as(
         who,
         (ledger_sql.LOCK_OPERATION_AS_WHO_PG, ledger_sql.LOCK_OPERATION_AS_WHO_COUNTED_PG),
         _operation_params(operation_id),
@@ -148,7 +136,7 @@ def lock_operation_as(who: Caller | Credentials, operation_id: int, count: Count
 
 def lock_plan_as(who: Caller | Credentials, run_id: int, key: str, count: Count | None = None) -> LockedFor[LockedPlan] | None:
     """`lock_plan` for a caller the same statement authenticates, as `lock_operation_as`."""
-    return _locked_as(
+    return locked_as(
         who,
         (ledger_sql.LOCK_PLAN_AS_WHO_PG, ledger_sql.LOCK_PLAN_AS_WHO_COUNTED_PG),
         _plan_params(run_id, key),
@@ -157,40 +145,6 @@ def lock_plan_as(who: Caller | Credentials, run_id: int, key: str, count: Count 
         read=_locked_plan,
         fresh_at=_PLAN_FRESH_AT,
     )
-
-
-def _locked_as[T](
-    who: Caller | Credentials,
-    statements: tuple[str, str],
-    params: dict[str, Any],
-    count: Count | None,
-    *,
-    lock: Callable[[Caller], T | None],
-    read: Callable[[Sequence[Any]], T],
-    fresh_at: int,
-) -> LockedFor[T] | None:
-    """One round trip on PostgreSQL (`statements`: the lock as `tokens_sql.named_as_who` makes it,
-    and its counted form): who called, then the lock read for that caller. A lock that waited for
-    another writer is read again for the caller now known, as `_fresh_rows` does; the request is
-    counted once. SQLite reads who called first (`WHO_NAMED`), then locks."""
-    if not runner.is_postgresql():
-        found = as_who(who, tokens_sql.WHO_NAMED, "", {}, None)
-        if found is None:
-            return None
-        seen, (name, prefix) = found
-        return LockedFor(seen=seen, token_name=name, token_prefix=prefix, locked=lock(seen.caller))
-    found = as_who(who, *statements, {**params, "blob_gc_lock": BLOB_GC_LOCK}, count)
-    if found is None:
-        return None
-    seen, rest = found
-    *row, name, prefix = rest
-    if row[0] is None:
-        locked = None
-    elif row[fresh_at]:
-        locked = read(row)
-    else:
-        locked = lock(seen.caller)
-    return LockedFor(seen=seen, token_name=name, token_prefix=prefix, locked=locked)
 
 
 @dataclass(frozen=True)

@@ -2,9 +2,9 @@
 as refs, the agent's state as content-addressed parts, the compaction report, and a notes archive
 when one is due. Every checkpoint, whatever its trigger, is written by `_write` through the storage
 engine's one statement (`quests.engine.checkpoints.checkpoint_write`): under the mission's lock
-(`take_checkpoint`), as the agent's compare-and-set on the row as read or as this process left it
-(`take_checkpoint_unless_moved`), or as a system checkpoint only when the state changed
-(`take_checkpoint_if_changed`)."""
+(`take_checkpoint`), as the agent's own checkpoint (`take_agent_checkpoint`: under the lock, or as
+the compare-and-set on the row as read or as this process left it), or as a system checkpoint only
+when the state changed (`take_checkpoint_if_changed`)."""
 
 from collections.abc import Set as AbstractSet
 from typing import Any
@@ -35,8 +35,6 @@ def take_checkpoint(
     guarded: bool = False,
     stored: AbstractSet[str] = frozenset(),
     beat: bool = False,
-    key: writes.Key | None = None,
-    head_layout: refmaps.AgentLayout | None = None,
     changed: str | None = None,
 ) -> Checkpoint:
     """Write a checkpoint of the mission (whose row the caller holds locked) and move its head.
@@ -46,7 +44,7 @@ def take_checkpoint(
     kind of change it follows (`changed`, of `checkpoints.sections.CHANGES`), whose sections are
     refreshed first; a restore, which sets records aside, reads every section and recounts the
     archive. The write is the engine's one statement (`ckpts.checkpoint_write`): it also beats `run`
-    (`beat`), remembers the idempotency `key`, and puts the agent refs on the head's base (`head_layout`)."""
+    (`beat`). The agent's own checkpoint, keyed and on the head's layout, is `take_agent_checkpoint`."""
     if trigger == Trigger.RESTORE:
         sections_refresh(mission, recount=True)
     elif changed is not None and not ensure_current(mission):
@@ -61,28 +59,30 @@ def take_checkpoint(
         guarded=guarded,
         stored=stored,
         beat=beat,
-        key=key,
-        head_layout=head_layout,
     )
     assert checkpoint is not None  # written under the mission's lock: nothing can have moved
     return checkpoint
 
 
-def take_checkpoint_unless_moved(seen: writes.Locked, *, agent_parts: AgentParts, note: str, key: writes.Key, claim: ckpts.Claim) -> Checkpoint | None:
-    """The agent's checkpoint of a mission read without its lock (`seen`): written only if the row is still as read, else None."""
-    return _write(
-        seen.mission,
+def take_agent_checkpoint(locked: writes.Locked, *, agent_parts: AgentParts, note: str, key: writes.Key, claim: ckpts.Claim | None = None) -> Checkpoint | None:
+    """The agent's checkpoint of its run's mission as `locked` read it, on the head's stored parts
+    and layout, beating the run: under the mission's row lock (no `claim`: always written), or read
+    without it (`claim`: written only if the row is still as read, else None)."""
+    checkpoint = _write(
+        locked.mission,
         trigger=Trigger.AGENT,
-        run=seen.run,
+        run=locked.run,
         agent_parts=agent_parts,
         note=note,
         guarded=True,
-        stored=seen.head_parts(),
+        stored=locked.head_parts(),
         beat=True,
         key=key,
         claim=claim,
-        head_layout=seen.head_layout(),
+        head_layout=locked.head_layout(),
     )
+    assert checkpoint is not None or claim is not None  # under the lock nothing can have moved
+    return checkpoint
 
 
 def take_checkpoint_if_changed(mission: Mission, *, trigger: str) -> Checkpoint | None:

@@ -45,7 +45,7 @@ def checkpoint_create(
         tokens.token_used(use_due)
         return _checkpoint_locked(seen.caller, run_id, agent_parts=parts, note=note, keyed=keyed)
     locking.refuse_unless_active(locked.run, locked.mission)
-    checkpoint = checkpointing.take_checkpoint_unless_moved(locked, agent_parts=parts, note=note, key=keyed, claim=replace(seen.claim, used_token_id=use_due))
+    checkpoint = checkpointing.take_agent_checkpoint(locked, agent_parts=parts, note=note, key=keyed, claim=replace(seen.claim, used_token_id=use_due))
     if checkpoint is not None:
         _known_after(who, run_id, seen, checkpoint, parts, use_due)
         return checkpoint, False
@@ -64,7 +64,7 @@ def _checkpoint_known(
 
     def write(count: writes.Count | None, rate: int) -> Checkpoint | None:
         claim = engine_checkpoints.Claim(mission_seen=known.mission_after, checkpoint_id=None, used_token_id=use_due, who=who, count=count, rate=rate)
-        return checkpointing.take_checkpoint_unless_moved(locked, agent_parts=parts, note=note, key=keyed, claim=claim)
+        return checkpointing.take_agent_checkpoint(locked, agent_parts=parts, note=note, key=keyed, claim=claim)
 
     checkpoint, counted = tokens.counted_with(who, write)
     if checkpoint is not None:
@@ -110,18 +110,8 @@ def _checkpoint_locked(caller: writes.Caller, run_id: int, *, agent_parts: check
         if replayed is not None:
             return Checkpoint.objects.get(pk=replayed), True
         locking.refuse_unless_active(locked.run, locked.mission)
-        checkpoint = checkpointing.take_checkpoint(
-            locked.mission,
-            trigger="agent",
-            run=locked.run,
-            agent_parts=agent_parts,
-            note=note,
-            guarded=True,
-            stored=locked.head_parts(),
-            beat=True,
-            key=keyed,
-            head_layout=locked.head_layout(),
-        )
+        checkpoint = checkpointing.take_agent_checkpoint(locked, agent_parts=agent_parts, note=note, key=keyed)
+        assert checkpoint is not None
         return checkpoint, False
 
 

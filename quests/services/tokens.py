@@ -15,7 +15,7 @@ from quests.models import AgentToken, Mission, Run
 from quests.services import throttle
 from quests.services.audit import Actor, audit
 from quests.services.errors import InvalidInput, NotFound, Unauthenticated
-from quests.services.locking import caller, lock_run_for_write
+from quests.services.locking import caller, run_locked_or_404
 
 TOKEN_PREFIX = "qlt_"
 USE_RECORDED_EVERY = timedelta(minutes=1)
@@ -118,17 +118,11 @@ def _token_actor(found: "ledger.LockedFor[Any]") -> Actor:
 
 def run_locked_for(actor: Actor | writes.Credentials, run_id: int, key: writes.Key | None = None) -> writes.Locked:
     """`locking.lock_run_for_write`, for an actor or for an agent token that the lock's own
-    statement authenticates (one round trip for both; Unauthenticated when it is not valid, and
-    the request counted against its rate: RateLimited past it, in the caller's transaction, so
-    nothing it writes is kept)."""
-    if not isinstance(actor, writes.Credentials):
-        return lock_run_for_write(actor, run_id, key)
-    seen = statement_caller(actor, lambda who, count: engine_checkpoints.run_locked_as(who, run_id, key, count))
-    token_used(use_to_note(seen))
-    if seen.locked is None:
-        raise NotFound(f"No run with id {run_id}.")
-    seen.locked.mission.blobs_guarded = True
-    return seen.locked
+    statement authenticates (`locked_for`: one round trip for both)."""
+    _, locked = locked_for(
+        actor, lambda caller: writes.lock_run(caller, run_id, key), lambda who, count: engine_checkpoints.run_locked_as(who, run_id, key, count)
+    )
+    return run_locked_or_404(locked, run_id)
 
 
 def run_beaten_for(actor: Actor | writes.Credentials, run_id: int) -> tuple[Run | None, bool]:

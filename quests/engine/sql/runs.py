@@ -3,7 +3,7 @@ with the columns and fragments the agent's checkpoint (`checkpoints`) reads a ru
 is a mission's lifecycle: `lifecycle`.)"""
 
 from quests.engine.sql.refmaps import AGENT_BASE_JOIN, AGENT_REFS_PG, AGENT_REFS_SQLITE
-from quests.engine.sql.tokens import CALLER, GIVEN_CALLER, WHO_CALLER, counted_pg
+from quests.engine.sql.tokens import CALLER, GIVEN_CALLER, WHO_CALLER, counted_pg, named_as_who
 
 # The columns of a mission and a run, in their models' field order (`runner.model_from_row`
 # builds the instances from them).
@@ -66,16 +66,10 @@ def _lock_run_pg(**caller: str) -> str:
 
 LOCK_RUN_PG = _lock_run_pg(**GIVEN_CALLER)
 LOCK_RUN_SQLITE = _LOCK_RUN.format(head_refs=HEAD_REFS_SQLITE, **GIVEN_CALLER)
-# The same lock for a caller the statement authenticates itself (an agent token by its hash, or a
-# caller already known: `CALLER`), as the agent's records take it: who called, then the locked
-# row. No row: the caller is not authenticated; a row without a run: not found. SQLite locks the
-# database for the transaction's writes, so its form is the agent checkpoint's read.
-LOCK_RUN_AS_WHO_PG = f"""
-SELECT who.user_id, who.token_id, who.token_mission_id, who.last_used_at, locked.*
-  FROM ({CALLER}) who
-  LEFT JOIN LATERAL ({_lock_run_pg(**WHO_CALLER)}
-  ) locked ON true"""
-LOCK_RUN_AS_WHO_COUNTED_PG = counted_pg(LOCK_RUN_AS_WHO_PG, last_column="locked.*")
+# The same lock for a caller the statement authenticates itself (`named_as_who`), as the agent's
+# records take it: who called, then the locked row (NULLs: the caller may not see the run).
+LOCK_RUN_AS_WHO_PG = named_as_who(_lock_run_pg(**WHO_CALLER))
+LOCK_RUN_AS_WHO_COUNTED_PG = counted_pg(LOCK_RUN_AS_WHO_PG, last_column="AS token_prefix")
 
 # --- Heartbeat -------------------------------------------------------------------------------------
 # A compare-and-set on the run row alone (a beat never revives an ended run), and the run read back.
@@ -106,7 +100,7 @@ HEARTBEAT_SQLITE = (
 
 # The same beat for a caller the statement authenticates itself (`CALLER`): who called, then the
 # run as the caller may see it (NULLs: not found) and whether it beat. No row: the caller is not
-# authenticated. SQLite reads who called with the agent checkpoint's read, then beats as above.
+# authenticated. SQLite reads who called first (`WHO_NAMED`), then beats as above.
 HEARTBEAT_AS_WHO_PG = f"""
 WITH who AS ({CALLER}
 ), beat AS (

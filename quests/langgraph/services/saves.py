@@ -142,7 +142,7 @@ def _put_unlocked(
     row = replace(row, channels={name: list(item) for name, item in resolved.items()})
     agent_parts = (refs, contents, sum(item[2] for item in resolved.values()))
     claim = replace(engine_graph.graph_claim(seen, row), used_token_id=use_due)
-    checkpoint = checkpointing.take_checkpoint_unless_moved(seen.locked, agent_parts=agent_parts, note=note, key=NO_KEY, claim=claim)
+    checkpoint = checkpointing.take_agent_checkpoint(seen.locked, agent_parts=agent_parts, note=note, key=NO_KEY, claim=claim)
     if checkpoint is None:
         return locked_path()
     saved = GraphCheckpoint(id=seen.graph_row_id, checkpoint=checkpoint, mission_id=checkpoint.mission_id, created_at=checkpoint.created_at, **vars(row))
