@@ -185,6 +185,25 @@ def test_mission_create_costs_the_same_with_1_and_with_50_constraints(agent, dja
     assert counts[0] == counts[1]
 
 
+def test_a_mission_without_constraints_is_made_with_its_document(agent, django_assert_max_num_queries):
+    """A mission made without constraints is inserted with its current document (every section
+    empty), equal to what a rebuild from its tables makes: its first record costs what any other
+    does (but for its first snapshot request), instead of rebuilding the document from a dozen
+    reads."""
+    from quests.services.savestate import current_fields, state_rebuild
+
+    made = agent.post("missions", {"title": "Offsite", "objective": "Book it", "key": key()})
+    assert made.status_code == 201, made.content
+    mission = Mission.objects.get(pk=made.json()["id"])
+    assert current_fields(mission) == current_fields(state_rebuild(mission.pk))
+    run_id = agent.post(f"missions/{mission.pk}/runs", {"agent": "test", "key": key()}).json()["run"]["id"]
+    # The first write of a mission also marks its first snapshot request published, once.
+    for text, budget in (("the first record", BUDGETS["record"] + 1), ("the second", BUDGETS["record"])):
+        with django_assert_max_num_queries(budget):
+            answer = agent.post(f"runs/{run_id}/records", {"kind": "note", "text": text, "key": key()})
+        assert answer.status_code == 201, answer.content
+
+
 def test_run_stop(working, django_assert_max_num_queries):
     agent, _, run_id = working
     within("run_stop", django_assert_max_num_queries, lambda: agent.post(f"runs/{run_id}/stop", {"reason": "blocked_external", "detail": "CRM down"}))

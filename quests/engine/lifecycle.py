@@ -33,7 +33,7 @@ def mission_create(
     request_hash: str,
 ) -> Created:
     """Unless `key` already made a mission: insert `mission` (unsaved, its fields as the model
-    defaults them), its constraints, the audit events (`created`, the mission's own, then one per
+    defaults them, with its current document as the service made it), its constraints, the audit events (`created`, the mission's own, then one per
     constraint: added, with its text) and the key. The actor of every event is `created`'s."""
     params: dict[str, Any] = {
         "now": mission.created_at,
@@ -43,6 +43,9 @@ def mission_create(
         "objective": mission.objective,
         "status": mission.status,
         "planned_milestones": runner.json_text(mission.planned_milestones),
+        "state_refs": runner.json_text(mission.state_refs),
+        "state_pending": runner.json_text(mission.state_pending),
+        "state_report": runner.json_text(mission.state_report),
         "source": constraint_source,
         "actor_user_id": created.actor_user_id,
         "actor_token_id": created.actor_token_id,

@@ -32,8 +32,8 @@ def mission_create(
 ) -> tuple[Mission, bool]:
     """Create a mission with its constraints: replay on key, write, answer. The mission, its
     constraints, their audit events and the key are one statement (`lifecycle.mission_create`,
-    which also looks the key up), its first save state and snapshot request a second, whatever
-    the number of constraints."""
+    which also looks the key up, and inserts the empty current document); with constraints, their
+    save state and snapshot request are a second, whatever their number."""
     require_whole_account(actor)
     planned = [{"kind": m["kind"], "title": m["title"]} for m in planned_milestones or []]
     for m in planned:
@@ -52,6 +52,9 @@ def mission_create(
             raise
         now = timezone.now()
         mission = Mission(owner=actor.user, title=title, objective=objective, planned_milestones=planned, created_at=now, updated_at=now)
+        # Inserted with its current document, every section empty: without one, the mission's
+        # first write would rebuild it from the tables (ensure_current), a dozen reads.
+        savestate.new_mission_document(mission, [])
         created = lifecycle.mission_create(
             mission,
             constraint_texts=texts,

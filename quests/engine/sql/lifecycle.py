@@ -74,7 +74,7 @@ _MISSION_INSERT = """INSERT INTO quests_mission (
         snapshot_claimed_at, purged_at)
     SELECT %(now)s, %(retention_class)s, NULL, NULL, %(owner_id)s, %(title)s, %(objective)s, %(status)s, NULL,
         '', NULL, NULL, %(now)s, CAST(%(planned_milestones)s AS {json}), NULL, NULL,
-        1, 0, 0, NULL, '{{}}', '{{}}', '{{}}',
+        1, 0, 0, NULL, CAST(%(state_refs)s AS {json}), CAST(%(state_pending)s AS {json}), CAST(%(state_report)s AS {json}),
         NULL, NULL
     {unless_replayed}
     RETURNING id"""
