@@ -7,14 +7,16 @@ respond-by time and links to the pages where the person decides. Never agent sta
 checkpoint contents."""
 
 import logging
+import uuid
 from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
 from celery import current_app
 from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.db import DEFAULT_DB_ALIAS, IntegrityError, transaction
 from django.urls import reverse
+from django.utils import timezone
 
 from notifications.models import (
     DEFAULT_MODES,
@@ -27,6 +29,7 @@ from notifications.models import (
     NotificationPreference,
     WebhookEndpoint,
 )
+from quests.engine import outbox, runner
 
 logger = logging.getLogger(__name__)
 # mission status -> the event its arrival emits
@@ -165,7 +168,9 @@ def emit_many(
     mode: str | None = None,
 ) -> list[Notification]:
     """Several events of one kind for one person, `(dedupe_key, data)` each, in a fixed number of
-    statements; those emitted before are left out."""
+    statements (one on PostgreSQL: `quests.engine.outbox`); those emitted before are left out."""
+    if runner.is_postgresql():
+        return _emit_in_one_statement(kind=kind, owner_id=owner_id, events=events, mission=mission, endpoints=endpoints, mode=mode)
     seen = set(Notification.objects.filter(dedupe_key__in=[key for key, _ in events]).values_list("dedupe_key", flat=True))
     events = [(key, data) for key, data in events if key not in seen]
     if not events:
@@ -194,6 +199,43 @@ def emit_many(
     ids = [d.pk for d in Delivery.objects.bulk_create(deliveries)]
     if ids:
         transaction.on_commit(lambda: publish(ids))
+    return notifications
+
+
+def _emit_in_one_statement(
+    *, kind: str, owner_id: int, events: list[tuple[str, dict[str, Any]]], mission: Any, endpoints: list[WebhookEndpoint] | None, mode: str | None
+) -> list[Notification]:
+    """`emit_many` as the engine's one statement: the same rows, and the same notifications answered."""
+    now = timezone.now()
+    given = [(key, uuid.uuid4(), data) for key, data in events]
+    made, delivery_ids = outbox.emit(
+        kind=kind,
+        owner_id=owner_id,
+        mission_id=mission.pk if mission is not None else None,
+        events=given,
+        mode=mode,
+        default_mode=DEFAULT_MODES.get(kind, Mode.IMMEDIATELY),
+        endpoint_ids=None if endpoints is None else [endpoint.pk for endpoint in endpoints],
+        now=now,
+    )
+    data_of = {key: data for key, _, data in given}
+    notifications = []
+    for row in made:
+        notification = Notification(
+            pk=row.id,
+            event_id=row.event_id,
+            kind=kind,
+            owner_id=owner_id,
+            dedupe_key=row.dedupe_key,
+            mission=mission,
+            data=data_of[row.dedupe_key],
+            created_at=now,
+            in_digest=row.in_digest,
+        )
+        notification._state.adding, notification._state.db = False, DEFAULT_DB_ALIAS
+        notifications.append(notification)
+    if delivery_ids:
+        transaction.on_commit(lambda: publish(delivery_ids))
     return notifications
 
 

@@ -401,13 +401,17 @@ def test_psycopg_parses_each_statement_once_per_process():
     """psycopg keeps a statement's parse (its placeholders turned into $n, with their order) only for
     a text of at most 4,096 bytes with at most 50 parameters; past either it parses the statement
     again on every call (~1 ms of CPU for the LangGraph put's write, 4,140 bytes at first, on this loaded machine)."""
+    import importlib
+    import pkgutil
     import re
 
     from psycopg import _queries
 
-    from quests.engine.sql import bundle, checkpoints, graph, ledger, lifecycle, runs, tokens
+    from quests.engine import sql
 
-    for module in (runs, checkpoints, graph, ledger, lifecycle, bundle, tokens):
+    modules = [importlib.import_module(f"{sql.__name__}.{found.name}") for found in pkgutil.iter_modules(sql.__path__)]
+    assert len(modules) >= 9  # every module of statements, found by name (a new one is in the list)
+    for module in modules:
         for name, text in vars(module).items():
             if name.endswith("_PG") and isinstance(text, str):
                 assert len(text.encode()) <= _queries.MAX_CACHED_STATEMENT_LENGTH, f"{module.__name__}.{name}: {len(text.encode())} bytes"

@@ -37,15 +37,15 @@ BUDGETS = {
     # the answer's progress (its milestones counted)
     "mission_create": 5,
     # authentication, the lock, the end (run, mission, audit events), the notification of a blocked
-    # mission (its dedupe read, the owner's preference, the row, the webhooks), the head, the checkpoint
-    "run_stop": 9,
+    # mission with its deliveries (one statement: quests.engine.outbox), the head, the checkpoint
+    "run_stop": 6,
     # … and a mission that ends with it: its retention policy, the pending approvals and milestones
     # it ends, and, after commit, its working state stamped with its expiry in one statement
-    "run_complete": 14,
+    "run_complete": 11,
     # An approval's and a gated milestone's checkpoint refresh only the section their change
     # touches, never every section (issue 20): the budgets are the counts at both sizes.
-    "approval_request": 21,
-    "milestone_claim": 19,
+    "approval_request": 17,
+    "milestone_claim": 15,
 }
 AGENT_STATE = {f"k{i:02d}": {"text": "x" * 480, "n": i} for i in range(20)}
 
