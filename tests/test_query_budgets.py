@@ -36,16 +36,17 @@ BUDGETS = {
     # first save state with the snapshot request, the request marked published after commit, and
     # the answer's progress (its milestones counted)
     "mission_create": 5,
-    # authentication, the lock, the end (run, mission, audit events), the notification of a blocked
-    # mission with its deliveries (one statement: quests.engine.outbox), the head, the checkpoint
-    "run_stop": 6,
+    # authentication with the lock, the end (run, mission, audit events), the notification of a
+    # blocked mission with its deliveries (one statement: quests.engine.outbox), the head, the checkpoint
+    "run_stop": 5,
     # … and a mission that ends with it: its retention policy, the pending approvals and milestones
     # it ends, and, after commit, its working state stamped with its expiry in one statement
-    "run_complete": 11,
+    "run_complete": 10,
     # An approval's and a gated milestone's checkpoint refresh only the section their change
-    # touches, never every section (issue 20): the budgets are the counts at both sizes.
-    "approval_request": 17,
-    "milestone_claim": 15,
+    # touches, never every section (issue 20): the budgets are the counts at both sizes. Each
+    # authenticates with its lock, and notifies in one statement.
+    "approval_request": 16,
+    "milestone_claim": 14,
 }
 AGENT_STATE = {f"k{i:02d}": {"text": "x" * 480, "n": i} for i in range(20)}
 

@@ -197,7 +197,7 @@ def observe_operation(request: HttpRequest, operation_id: int, body: ObserveIn):
 @router.post("/runs/{int:run_id}/approvals", response=answers(created_or_replayed(ApprovalOut), *CREATE))
 def request_approval(request: HttpRequest, run_id: int, body: ApprovalIn):
     approval, replayed = approvals.approval_request(
-        actor=actor(request),
+        actor=authenticated_by_service(request),
         run_id=run_id,
         action=body.action,
         payload=body.payload,
@@ -216,14 +216,16 @@ def request_approvals(request: HttpRequest, run_id: int, body: ApprovalBatchIn):
         {"action": item.action, "payload": item.payload, "reason": item.reason, "respond_by": item.expires_at, "agent_ref": item.agent_ref}
         for item in body.items
     ]
-    approvals_made, replayed = approvals.approvals_request(actor=actor(request), run_id=run_id, items=items, agent_state=body.agent_state, key=body.key)
+    approvals_made, replayed = approvals.approvals_request(
+        actor=authenticated_by_service(request), run_id=run_id, items=items, agent_state=body.agent_state, key=body.key
+    )
     return created({"items": approvals_made}, replayed)
 
 
 @router.post("/runs/{int:run_id}/milestones", response=answers(created_or_replayed(MilestoneOut), *CREATE))
 def claim_milestone(request: HttpRequest, run_id: int, body: MilestoneIn):
     milestone, replayed = milestones.milestone_claim(
-        actor=actor(request),
+        actor=authenticated_by_service(request),
         run_id=run_id,
         kind=body.kind,
         title=body.title,
@@ -238,13 +240,15 @@ def claim_milestone(request: HttpRequest, run_id: int, body: MilestoneIn):
 
 @router.post("/runs/{int:run_id}/memory-proposals", response=answers(created_or_replayed(MemoryProposalOut), *CREATE))
 def propose_memory(request: HttpRequest, run_id: int, body: MemoryProposalIn):
-    proposal, replayed = memory.memory_propose(actor=actor(request), run_id=run_id, name=body.name, value=body.value, reason=body.reason, key=body.key)
+    proposal, replayed = memory.memory_propose(
+        actor=authenticated_by_service(request), run_id=run_id, name=body.name, value=body.value, reason=body.reason, key=body.key
+    )
     return created(proposal, replayed)
 
 
 @router.post("/runs/{int:run_id}/stop", response=answers(RunOut, *ACT, *BODY, 404, 409))
 def stop_run(request: HttpRequest, run_id: int, body: StopIn):
-    return runs.run_stop(actor=actor(request), run_id=run_id, reason=body.reason, detail=body.detail, retry_at=body.retry_at)
+    return runs.run_stop(actor=authenticated_by_service(request), run_id=run_id, reason=body.reason, detail=body.detail, retry_at=body.retry_at)
 
 
 @router.get("/memory", response=answers(MemoryItemList, *READ))

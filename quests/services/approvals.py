@@ -12,14 +12,15 @@ from django.utils import timezone
 
 from notifications import events as notify
 from quests import limits
+from quests.engine import writes
 from quests.models import Approval, ApprovalStatus, AuditEvent, Milestone, Mission, MissionStatus, Run, StopReason
 from quests.selectors import compare
-from quests.services import idempotency, machine
+from quests.services import idempotency, machine, tokens
 from quests.services.access import get_for, require_person
 from quests.services.audit import SYSTEM, Actor, audit_event
 from quests.services.checkpointing import take_checkpoint
 from quests.services.errors import Conflict, InvalidInput, require_within
-from quests.services.locking import fence, lock_mission, lock_run_for_write
+from quests.services.locking import fence, lock_mission
 from quests.services.missions import has_pending
 from quests.services.runs import run_end
 from quests.services.snapshots import state_changed
@@ -37,7 +38,7 @@ def settle(mission: Mission, *, actor: Actor) -> None:
 
 def approval_request(
     *,
-    actor: Actor,
+    actor: Actor | writes.Credentials,
     run_id: int,
     action: str,
     payload: dict[str, Any],
@@ -59,7 +60,7 @@ def approval_request(
 
 
 def approvals_request(
-    *, actor: Actor, run_id: int, items: list[dict[str, Any]], agent_state: dict[str, Any] | None = None, key: str | None = None
+    *, actor: Actor | writes.Credentials, run_id: int, items: list[dict[str, Any]], agent_state: dict[str, Any] | None = None, key: str | None = None
 ) -> tuple[list[Approval], bool]:
     """Several questions at once (tools an agent wants to call in parallel, interrupts of parallel
     graph nodes): each becomes an approval, and the run ends once, waiting for all of them. Each
@@ -73,11 +74,13 @@ def approvals_request(
 
 @idempotency.retried_on_key_race
 def _request(
-    *, actor: Actor, run_id: int, items: list[dict[str, Any]], agent_state: dict[str, Any] | None, key: str | None, body: dict[str, Any]
+    *, actor: Actor | writes.Credentials, run_id: int, items: list[dict[str, Any]], agent_state: dict[str, Any] | None, key: str | None, body: dict[str, Any]
 ) -> tuple[list[Approval], bool]:
+    """Authenticate and lock (an agent token's `Credentials` are checked by the lock's own
+    statement: `tokens.run_locked_for`), replay on key, fence, ask, end the run, checkpoint."""
     keyed = idempotency.keyed("approvals", key, body)
     with transaction.atomic():
-        locked = lock_run_for_write(actor, run_id, keyed)
+        actor, locked = tokens.run_locked_for(actor, run_id, keyed)
         run, mission = locked.run, locked.mission
         replayed = idempotency.replayed(keyed, locked.replay)
         if replayed is not None:

@@ -41,12 +41,6 @@ def caller(actor: Actor) -> writes.Caller:
     return writes.Caller(user_id=actor.user.pk, token_mission_id=token_mission_id)
 
 
-def lock_run_for_write(actor: Actor, run_id: int, key: writes.Key | None = None) -> writes.Locked:
-    """The engine's `lock_run` for an actor: the run, its mission locked, the key's earlier answer
-    and the head's agent-state refs, in one statement (which also takes the blob writers' guard)."""
-    return run_locked_or_404(writes.lock_run(caller(actor), run_id, key) if actor.user is not None else None, run_id)
-
-
 def run_locked_or_404(locked: writes.Locked | None, run_id: int) -> writes.Locked:
     """What a run's lock read (which took the blob writers' guard with it); NotFound when the
     caller may not see the run."""

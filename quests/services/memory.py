@@ -7,19 +7,22 @@ from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from checkpoints.models import RetentionPolicy
+from quests.engine import writes
 from quests.models import MemoryItem, MemoryProposal
-from quests.services import idempotency, machine
+from quests.services import idempotency, machine, tokens
 from quests.services.access import get_for, require_person
 from quests.services.audit import Actor, audit
 from quests.services.errors import InvalidInput
-from quests.services.locking import fence, lock_run_for_write
+from quests.services.locking import fence
 
 
 @idempotency.retried_on_key_race
-def memory_propose(*, actor: Actor, run_id: int, name: str, value: str, reason: str, key: str | None = None) -> tuple[MemoryProposal, bool]:
+def memory_propose(
+    *, actor: Actor | writes.Credentials, run_id: int, name: str, value: str, reason: str, key: str | None = None
+) -> tuple[MemoryProposal, bool]:
     keyed = idempotency.keyed("memory-proposals", key, {"name": name, "value": value, "reason": reason})
     with transaction.atomic():
-        locked = lock_run_for_write(actor, run_id, keyed)
+        actor, locked = tokens.run_locked_for(actor, run_id, keyed)
         run, mission = locked.run, locked.mission
         replayed = idempotency.replayed(keyed, locked.replay)
         if replayed is not None:

@@ -8,13 +8,14 @@ from django.utils import timezone
 
 from checkpoints.models import Checkpoint
 from notifications import events as notify
+from quests.engine import writes
 from quests.models import Milestone, MilestoneKind, Mission, ReviewStatus
-from quests.services import idempotency, machine
+from quests.services import idempotency, machine, tokens
 from quests.services.approvals import locked_for_person, person_act, settle, wait_for_the_person
 from quests.services.audit import Actor, audit
 from quests.services.checkpointing import take_checkpoint
 from quests.services.errors import InvalidInput
-from quests.services.locking import fence, lock_run_for_write
+from quests.services.locking import fence
 from quests.services.missions import _pause, constraint_from_correction
 from quests.services.snapshots import state_changed
 
@@ -25,7 +26,7 @@ REVIEWS = {"approve": ReviewStatus.APPROVED, "correct": ReviewStatus.CORRECTED}
 @idempotency.retried_on_key_race
 def milestone_claim(
     *,
-    actor: Actor,
+    actor: Actor | writes.Credentials,
     run_id: int,
     kind: str,
     title: str,
@@ -40,7 +41,7 @@ def milestone_claim(
     body = {"kind": kind, "title": title, "summary": summary, "evidence": evidence or [], "gate": gate, "agent_state": agent_state}
     keyed = idempotency.keyed("milestones", key, body)
     with transaction.atomic():
-        locked = lock_run_for_write(actor, run_id, keyed)
+        actor, locked = tokens.run_locked_for(actor, run_id, keyed)
         run, mission = locked.run, locked.mission
         replayed = idempotency.replayed(keyed, locked.replay)
         if replayed is not None:

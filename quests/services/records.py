@@ -134,7 +134,7 @@ def record_create(
         raise InvalidInput(f"Unknown record kind “{kind}”.", field="kind")
     keyed = idempotency.keyed("records", key, {"kind": kind, "text": text, "data": data, "resolves": resolves})
     with transaction.atomic():
-        locked = tokens.run_locked_for(actor, run_id, keyed)
+        _, locked = tokens.run_locked_for(actor, run_id, keyed)
         replayed = idempotency.replayed(keyed, locked.replay)
         if replayed is not None:
             return Record.objects.get(pk=replayed), True

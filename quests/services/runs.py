@@ -15,7 +15,7 @@ from quests.services import idempotency, machine, pending, savestate, tokens
 from quests.services.audit import SYSTEM, Actor, audit_event
 from quests.services.checkpointing import take_checkpoint
 from quests.services.errors import Conflict, NotFound, mission_not_startable, run_ended
-from quests.services.locking import caller, lock_mission, lock_run_for_write, refuse_unless_active
+from quests.services.locking import caller, lock_mission, refuse_unless_active
 
 
 @idempotency.retried_on_key_race
@@ -114,9 +114,11 @@ def _interrupt(mission: Mission, run: Run, *, detail: str) -> None:
     run_end(mission, run, event="interrupt", to=MissionStatus.READY, stop_reason=StopReason.INTERRUPTED, detail=detail, actor=SYSTEM)
 
 
-def run_stop(*, actor: Actor, run_id: int, reason: str, detail: str = "", retry_at: datetime | None = None) -> Run:
+def run_stop(*, actor: Actor | writes.Credentials, run_id: int, reason: str, detail: str = "", retry_at: datetime | None = None) -> Run:
+    """The agent stops its run: authenticate and lock (an agent token's `Credentials` are checked
+    by the lock's own statement: `tokens.run_locked_for`), fence, end the run and move its mission."""
     with transaction.atomic():
-        locked = lock_run_for_write(actor, run_id)
+        actor, locked = tokens.run_locked_for(actor, run_id)
         run, mission = locked.run, locked.mission
         refuse_unless_active(run, mission)
         event, to = machine.STOP_EVENTS[reason]

@@ -116,13 +116,16 @@ def _token_actor(found: "ledger.LockedFor[Any]") -> Actor:
     return Actor(user=get_user_model()(pk=seen.caller.user_id), token=token)
 
 
-def run_locked_for(actor: Actor | writes.Credentials, run_id: int, key: writes.Key | None = None) -> writes.Locked:
-    """`locking.lock_run_for_write`, for an actor or for an agent token that the lock's own
-    statement authenticates (`locked_for`: one round trip for both)."""
-    _, locked = locked_for(
+def run_locked_for(actor: Actor | writes.Credentials, run_id: int, key: writes.Key | None = None) -> tuple[Actor, writes.Locked]:
+    """A run locked for a write (the engine's `lock_run`: the run, its mission locked, the key's
+    earlier answer and the head's agent-state refs, in one statement that also takes the blob
+    writers' guard), for an actor or for an agent token that the lock's own statement
+    authenticates (`locked_for`: one round trip for both): the actor the call's audit events
+    name, and what the lock read. NotFound when the caller may not see the run."""
+    who, locked = locked_for(
         actor, lambda caller: writes.lock_run(caller, run_id, key), lambda who, count: engine_checkpoints.run_locked_as(who, run_id, key, count)
     )
-    return run_locked_or_404(locked, run_id)
+    return who, run_locked_or_404(locked, run_id)
 
 
 def run_beaten_for(actor: Actor | writes.Credentials, run_id: int) -> tuple[Run | None, bool]:
