@@ -167,6 +167,34 @@ def test_concurrent_records_with_one_key_create_one_record(agent, mission, run):
     assert Record.objects.filter(mission_id=mission["id"], text="Use Lakeside").count() == 1
 
 
+def test_concurrent_approval_requests_with_one_key_ask_once(agent, mission, run):
+    """The key is remembered with the approval's save (one statement): the twins that lose on it
+    answer the approval the first made."""
+    body = {"action": "send_email", "payload": {"to": "venue"}, "reason": "outside supplier", "key": "ask-venue"}
+    answers = race(agents_like(agent, 10), lambda c, i: c.post(f"runs/{run['id']}/approvals", body))
+    assert statuses(answers) == Counter({(201, None): 1, (200, None): 9})
+    assert len({a.body["id"] for a in answers}) == 1
+    assert Approval.objects.filter(mission_id=mission["id"]).count() == 1
+
+
+def test_a_new_key_on_a_run_that_really_ended_is_still_refused(agent, mission, run):
+    """The policy's second try reads the key afresh; a run ended by a stop, not by the key's own
+    first request, is refused again, and nothing is written."""
+    assert agent.post(f"runs/{run['id']}/stop", {"reason": "blocked_external", "detail": "CRM down"}).status_code == 200
+    refused = agent.post(f"runs/{run['id']}/approvals", {"action": "send_email", "payload": {}, "reason": "r", "key": "after-stop"})
+    assert refused.status_code == 409 and refused.json()["error"]["code"] == "run_ended"
+    assert not Approval.objects.filter(mission_id=mission["id"]).exists()
+
+
+def test_concurrent_milestone_claims_with_one_key_claim_once(agent, mission, run):
+    from quests.models import Milestone
+
+    body = {"kind": "research_complete", "title": "Venues found", "gate": True, "key": "claim-research"}
+    answers = race(agents_like(agent, 10), lambda c, i: c.post(f"runs/{run['id']}/milestones", body))
+    assert statuses(answers) == Counter({(201, None): 1, (200, None): 9})
+    assert Milestone.objects.filter(mission_id=mission["id"], title="Venues found").count() == 1
+
+
 def test_concurrent_constraints_with_one_key_create_one_constraint(agent, mission):
     body = {"text": "Keep it refundable", "key": "refundable"}
     answers = race(agents_like(agent, 10), lambda c, i: c.post(f"missions/{mission['id']}/constraints", body))

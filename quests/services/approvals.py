@@ -93,8 +93,7 @@ def _request(
         _checkpoint(mission, run, approvals, agent_state)
         # Every question a standing decision answered: nothing waits, the next run may start.
         settle(mission, actor=actor)
-        idempotency.remember_keyed(keyed, mission=mission, object_id=approvals[0].pk)
-        state_changed(mission, "approval")
+        state_changed(mission, "approval", key=keyed, made_id=approvals[0].pk)  # the key remembered with the save
         return approvals, False
 
 

@@ -106,8 +106,10 @@ RACED_KEYS = ("idempotent_request_unique", "operation_key_unique_per_mission")
 def retried_on_key_race(write: Callable[..., T]) -> Callable[..., T]:
     """The one race policy: the lookup reads what was committed when the locking statement
     started, so a request with the same key committed while this one waited for the lock is not
-    seen, and this one's insert of the key then breaks the unique constraint. The write runs once
-    more, and the second time the lookup finds the first request's object."""
+    seen. This one then either breaks the key's unique constraint, or finds its run ended by the
+    first (an approval request, a gated milestone: the fence's `run_ended`). The write runs once
+    more, and the second time the lookup finds the first request's object; a run that had really
+    ended is refused again."""
 
     @functools.wraps(write)
     def once_more(*args: Any, **kwargs: Any) -> T:
@@ -115,6 +117,10 @@ def retried_on_key_race(write: Callable[..., T]) -> Callable[..., T]:
             return write(*args, **kwargs)
         except IntegrityError as error:
             if not kwargs.get("key") or not any(name in str(error) for name in RACED_KEYS):
+                raise
+            return write(*args, **kwargs)
+        except Conflict as refused:
+            if not kwargs.get("key") or refused.code != "run_ended":
                 raise
             return write(*args, **kwargs)
 

@@ -57,8 +57,7 @@ def milestone_claim(
             wait_for_the_person(mission, run, actor, f"Waiting for your review of “{title}”")
         milestone.checkpoint = take_checkpoint(mission, trigger="milestone", run=run, agent_state=agent_state, changed="milestone.claimed")
         milestone.save(update_fields=["checkpoint"])
-        idempotency.remember_keyed(keyed, mission=mission, object_id=milestone.pk)
-        state_changed(mission, "milestone.claimed")
+        state_changed(mission, "milestone.claimed", key=keyed, made_id=milestone.pk)  # the key remembered with the save
         return milestone, False
 
 
