@@ -33,8 +33,9 @@ def mission_create(
     request_hash: str,
 ) -> Created:
     """Unless `key` already made a mission: insert `mission` (unsaved, its fields as the model
-    defaults them, with its current document as the service made it), its constraints, the audit events (`created`, the mission's own, then one per
-    constraint: added, with its text) and the key. The actor of every event is `created`'s."""
+    defaults them, with its current document as the service made it), its constraints, the audit
+    events (`created`, the mission's own, then one per constraint: added, with its text) and the
+    key. The actor of every event is `created`'s."""
     params: dict[str, Any] = {
         "now": mission.created_at,
         "retention_class": mission.retention_class,
