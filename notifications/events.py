@@ -14,7 +14,7 @@ from typing import Any
 
 from celery import current_app
 from django.conf import settings
-from django.db import DEFAULT_DB_ALIAS, IntegrityError, transaction
+from django.db import IntegrityError, transaction
 from django.urls import reverse
 from django.utils import timezone
 
@@ -206,34 +206,16 @@ def _emit_in_one_statement(
     *, kind: str, owner_id: int, events: list[tuple[str, dict[str, Any]]], mission: Any, endpoints: list[WebhookEndpoint] | None, mode: str | None
 ) -> list[Notification]:
     """`emit_many` as the engine's one statement: the same rows, and the same notifications answered."""
-    now = timezone.now()
-    given = [(key, uuid.uuid4(), data) for key, data in events]
-    made, delivery_ids = outbox.emit(
+    notifications, delivery_ids = outbox.emit(
         kind=kind,
         owner_id=owner_id,
         mission_id=mission.pk if mission is not None else None,
-        events=given,
+        events=[(key, uuid.uuid4(), data) for key, data in events],
         mode=mode,
         default_mode=DEFAULT_MODES.get(kind, Mode.IMMEDIATELY),
         endpoint_ids=None if endpoints is None else [endpoint.pk for endpoint in endpoints],
-        now=now,
+        now=timezone.now(),
     )
-    data_of = {key: data for key, _, data in given}
-    notifications = []
-    for row in made:
-        notification = Notification(
-            pk=row.id,
-            event_id=row.event_id,
-            kind=kind,
-            owner_id=owner_id,
-            dedupe_key=row.dedupe_key,
-            mission=mission,
-            data=data_of[row.dedupe_key],
-            created_at=now,
-            in_digest=row.in_digest,
-        )
-        notification._state.adding, notification._state.db = False, DEFAULT_DB_ALIAS
-        notifications.append(notification)
     if delivery_ids:
         transaction.on_commit(lambda: publish(delivery_ids))
     return notifications

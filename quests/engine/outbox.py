@@ -4,22 +4,12 @@ events are new, the mode, who is delivered to) are `notifications.events.emit_ma
 it writes them through the ORM, and this is what it runs on PostgreSQL."""
 
 import uuid
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from notifications.models import Notification
 from quests.engine import runner
 from quests.engine.sql import outbox as outbox_sql
-
-
-@dataclass(frozen=True)
-class Emitted:
-    """A notification the statement made (the events emitted before are left out)."""
-
-    id: int
-    event_id: uuid.UUID
-    dedupe_key: str
-    in_digest: bool
 
 
 def emit(
@@ -32,9 +22,9 @@ def emit(
     default_mode: str,
     endpoint_ids: list[int] | None,
     now: datetime,
-) -> tuple[list[Emitted], list[int]]:
+) -> tuple[list[Notification], list[int]]:
     """Write the notifications of `events` ((dedupe key, event id, data) each) not emitted before,
-    and their deliveries: (the notifications made, the deliveries' ids). `mode` None: the person's
+    and their deliveries: (the notifications made, in order, the deliveries' ids). `mode` None: the person's
     preference, else `default_mode`; `endpoint_ids` None: the person's enabled endpoints that want
     the kind."""
     rows = runner.fetch(
@@ -52,5 +42,5 @@ def emit(
             "now": now,
         },
     )
-    made = [Emitted(id=row[0], event_id=row[1], dedupe_key=row[2], in_digest=row[3]) for row in rows]
-    return made, list(rows[0][4] or []) if rows else []
+    width = len(Notification._meta.concrete_fields)
+    return [runner.model_from_row(Notification, row[:width]) for row in rows], list(rows[0][width] or []) if rows else []

@@ -6,6 +6,8 @@ service that makes their event happen, in its transaction (notifications.events)
 # concurrent twin's insert wins the unique dedupe key: ON CONFLICT, no savepoint), and their
 # deliveries: an email when the mode is immediately, and a webhook to each endpoint (the caller's,
 # else the person's enabled endpoints that want the kind), as `notifications.events` orders them.
+# The notifications come back in their model's field order (`runner.model_from_row`), each with
+# the ids of every delivery made.
 EMIT_PG = """
 WITH given AS (
     SELECT g.dedupe_key, g.event_id, g.data, g.n
@@ -23,7 +25,7 @@ WITH given AS (
      WHERE NOT EXISTS (SELECT 1 FROM notifications_notification n WHERE n.dedupe_key = given.dedupe_key)
      ORDER BY given.n
         ON CONFLICT (dedupe_key) DO NOTHING
-    RETURNING id, event_id, dedupe_key, in_digest
+    RETURNING id, event_id, owner_id, kind, dedupe_key, mission_id, data, created_at, in_digest, digest_id
 ), hooks AS (
     SELECT e.id FROM notifications_webhookendpoint e
      WHERE CASE WHEN CAST(%(endpoint_ids)s AS bigint[]) IS NULL
@@ -45,6 +47,6 @@ WITH given AS (
      ORDER BY notification_id, endpoint_id NULLS FIRST
     RETURNING id
 )
-SELECT made.id, made.event_id, made.dedupe_key, made.in_digest, (SELECT array_agg(id ORDER BY id) FROM delivered)
+SELECT made.*, (SELECT array_agg(id ORDER BY id) FROM delivered)
   FROM made
  ORDER BY made.id"""
