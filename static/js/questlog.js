@@ -301,14 +301,6 @@ function itemStep(region, item, step) {
   next.scrollIntoView({ block: "nearest" });
 }
 
-// A key acts on a form that may have been swapped in a moment ago: htmx gives new content its
-// behaviour when the swap settles, so a form sent before then would go as a plain page request
-// (the page reloads and focus is lost). Processing it first (idempotent) sends it through htmx.
-function send(button) {
-  window.htmx?.process(button.form || button);
-  button.click();
-}
-
 document.addEventListener("keydown", (event) => {
   const target = event.target;
   if (!(target instanceof Element)) return;
@@ -318,7 +310,7 @@ document.addEventListener("keydown", (event) => {
     const button = target.form && target.form.querySelector(`button[value="${target.dataset.keySubmit}"]`);
     if (button) {
       event.preventDefault();
-      send(button);
+      button.click();
     }
     return;
   }
@@ -327,10 +319,7 @@ document.addEventListener("keydown", (event) => {
   const act = {
     j: () => itemStep(region, item, 1),
     k: () => itemStep(region, item, -1),
-    a: () => {
-      const approve = item && item.querySelector("button[data-key=a]");
-      if (approve) send(approve);
-    },
+    a: () => item && item.querySelector("button[data-key=a]")?.click(),
     r: () => item && item.querySelector("textarea[data-key-submit]")?.focus(),
   }[event.key];
   if (!act) return;
