@@ -54,12 +54,32 @@ function isPoll(elt) {
   return elt instanceof Element && elt.matches(POLLING);
 }
 
+// Two things can happen at once (a poll held back on the quest while the inbox count drops): each
+// is said in turn and stays in the live region long enough to be read, instead of the later one
+// replacing the earlier before a screen reader picked it up.
+const HEARD_AFTER_MS = 1200;
+const toSay = [];
+let saying = null;
+
 function announce(text) {
+  if (!document.getElementById("live-announcer") || !text) return;
+  if (!toSay.includes(text)) toSay.push(text);
+  if (!saying) sayNext();
+}
+
+function sayNext() {
   const region = document.getElementById("live-announcer");
-  if (!region || !text) return;
+  const text = toSay.shift();
+  if (!region || text === undefined) {
+    saying = null;
+    return;
+  }
   // Emptied first so that the same words said twice are announced twice.
   region.textContent = "";
-  window.setTimeout(() => { region.textContent = text; }, 50);
+  saying = window.setTimeout(() => {
+    region.textContent = text;
+    saying = window.setTimeout(sayNext, HEARD_AFTER_MS);
+  }, 50);
 }
 
 // ---- Polling only while the tab is seen --------------------------------------------------------

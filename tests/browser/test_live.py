@@ -194,6 +194,29 @@ def test_the_inbox_badge_follows_on_another_page(page, open_page, login, alice):
     expect(page.locator("#live-announcer")).to_have_text("Inbox: 1 waiting for you.")
 
 
+HEARD = """() => {
+  const region = document.getElementById("live-announcer");
+  window.__heard = [];
+  new MutationObserver(() => {
+    if (region.textContent) window.__heard.push([region.textContent, performance.now()]);
+  }).observe(region, {childList: true, characterData: true, subtree: true});
+  announce("The quest changed.");
+  announce("Inbox: 0 waiting for you.");
+}"""
+
+
+def test_two_things_said_at_once_are_each_heard_in_turn(page, open_page, login, alice):
+    """A poll held back on the quest and the inbox count dropping happen in one moment: the second
+    waits until the first has been in the live region long enough to be read."""
+    login(alice)
+    open_page("/")
+    page.evaluate(HEARD)
+    expect(page.locator("#live-announcer")).to_have_text("Inbox: 0 waiting for you.")
+    heard = page.evaluate("window.__heard")
+    assert [text for text, _ in heard] == ["The quest changed.", "Inbox: 0 waiting for you."]
+    assert heard[1][1] - heard[0][1] >= 1000
+
+
 HIDE = """(hidden) => {
   window.__hidden = hidden;
   if (!window.__hiddenPatched) {
