@@ -170,3 +170,15 @@ def test_the_mission_and_checkpoint_pages_make_the_same_queries_for_10_and_300_c
     assert measure(long_history(alice, 10, restore_every=4, verified_every=3)) == measure(
         long_history(alice, 300, restore_every=4, verified_every=3, title="Longer")
     )
+
+
+def test_a_quest_without_milestones_skips_the_milestones_window(client, alice):
+    """Its kind and status counts say there is nothing to list: the numbered window is not asked for,
+    and the page says so as it did."""
+    client.force_login(alice)
+    mission, _ = running(alice, "No milestones yet")
+    without = queries(client, f"/missions/{mission.pk}/")
+    milestones_of(mission, pending_review=1)
+    assert queries(client, f"/missions/{mission.pk}/") == without + 1
+    page = client.get(f"/missions/{running(alice, 'Still none')[0].pk}/").content.decode()
+    assert "No milestone claimed yet." in page
