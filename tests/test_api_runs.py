@@ -52,6 +52,22 @@ def test_every_run_scoped_write_refreshes_the_heartbeat(agent, run):
         assert Run.objects.get(pk=run["id"]).heartbeat_at > aged, path
 
 
+@pytest.mark.parametrize(
+    ("path", "body"),
+    [("approvals", {"action": "pay", "payload": {}, "reason": "r"}), ("milestones", {"kind": "custom", "title": "t", "gate": True})],
+    ids=["approval-request", "gated-milestone"],
+)
+def test_a_write_that_ends_the_run_refreshes_its_heartbeat_too(agent, run, path, body):
+    """The heartbeat goes with the write's checkpoint: the run's last sign of life is its last write."""
+    aged = timezone.now() - timedelta(seconds=30)
+    Run.objects.filter(pk=run["id"]).update(heartbeat_at=aged)
+    response = agent.post(f"runs/{run['id']}/{path}", body)
+    assert response.status_code == 201, response.content
+    ended = Run.objects.get(pk=run["id"])
+    assert ended.ended_at is not None
+    assert ended.heartbeat_at > aged
+
+
 RUN_SCOPED_WRITES = [
     ("heartbeat", None),
     ("checkpoints", {"agent_state": {"a": 1}}),

@@ -20,7 +20,7 @@ from quests.services.access import get_for, require_person
 from quests.services.audit import SYSTEM, Actor, audit_event
 from quests.services.checkpointing import take_checkpoint
 from quests.services.errors import Conflict, InvalidInput, require_within
-from quests.services.locking import fence, lock_mission
+from quests.services.locking import lock_mission, refuse_unless_active
 from quests.services.missions import has_pending
 from quests.services.runs import run_end
 from quests.services.snapshots import state_changed
@@ -86,7 +86,7 @@ def _request(
         if replayed is not None:
             # A batch's approvals were created one after another under the mission's lock.
             return list(Approval.objects.filter(mission_id=mission.pk, pk__gte=replayed).order_by("pk")[: len(items)]), True
-        fence(run, mission)
+        refuse_unless_active(run, mission)  # fencing; the run's heartbeat goes with the checkpoint below
         approvals = _ask(actor, mission, run, items)
         actions = ", ".join(approval.action for approval in approvals)
         wait_for_the_person(mission, run, actor, f"Waiting for approval to {actions}")
@@ -150,7 +150,7 @@ def _ask(actor: Actor, mission: Mission, run: Run | None, items: list[dict[str, 
 
 
 def _checkpoint(mission: Mission, run: Run | None, approvals: list[Approval], agent_state: dict[str, Any] | None) -> None:
-    checkpoint = take_checkpoint(mission, trigger="approval", run=run, agent_state=agent_state, changed="approval")
+    checkpoint = take_checkpoint(mission, trigger="approval", run=run, agent_state=agent_state, changed="approval", beat=True)
     Approval.objects.filter(pk__in=[approval.pk for approval in approvals]).update(checkpoint=checkpoint)
     for approval in approvals:
         approval.checkpoint = checkpoint

@@ -15,7 +15,7 @@ from quests.services.approvals import locked_for_person, person_act, settle, wai
 from quests.services.audit import Actor, audit
 from quests.services.checkpointing import take_checkpoint
 from quests.services.errors import InvalidInput
-from quests.services.locking import fence
+from quests.services.locking import refuse_unless_active
 from quests.services.missions import _pause, constraint_from_correction
 from quests.services.snapshots import state_changed
 
@@ -46,7 +46,7 @@ def milestone_claim(
         replayed = idempotency.replayed(keyed, locked.replay)
         if replayed is not None:
             return Milestone.objects.get(pk=replayed), True
-        fence(run, mission)
+        refuse_unless_active(run, mission)  # fencing; the run's heartbeat goes with the checkpoint below
         evidence = evidence or []
         if evidence and mission.records.filter(pk__in=evidence).count() != len(set(evidence)):
             raise InvalidInput("Evidence must name records of this mission.", field="evidence")
@@ -55,7 +55,7 @@ def milestone_claim(
         notify.notify_milestone_claimed(mission, milestone)
         if gate:
             wait_for_the_person(mission, run, actor, f"Waiting for your review of “{title}”")
-        milestone.checkpoint = take_checkpoint(mission, trigger="milestone", run=run, agent_state=agent_state, changed="milestone.claimed")
+        milestone.checkpoint = take_checkpoint(mission, trigger="milestone", run=run, agent_state=agent_state, changed="milestone.claimed", beat=True)
         milestone.save(update_fields=["checkpoint"])
         state_changed(mission, "milestone.claimed", key=keyed, made_id=milestone.pk)  # the key remembered with the save
         return milestone, False
