@@ -45,7 +45,7 @@ BUDGETS = {
     # An approval's and a gated milestone's checkpoint refresh only the section their change
     # touches, never every section (issue 20): the budgets are the counts at both sizes. Each
     # authenticates with its lock, and notifies in one statement.
-    "approval_request": 14,
+    "approval_request": 13,
     "milestone_claim": 12,
 }
 AGENT_STATE = {f"k{i:02d}": {"text": "x" * 480, "n": i} for i in range(20)}

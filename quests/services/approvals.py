@@ -91,8 +91,10 @@ def _request(
         actions = ", ".join(approval.action for approval in approvals)
         wait_for_the_person(mission, run, actor, f"Waiting for approval to {actions}")
         _checkpoint(mission, run, approvals, agent_state)
-        # Every question a standing decision answered: nothing waits, the next run may start.
-        settle(mission, actor=actor)
+        # Every question a standing decision answered: nothing waits, the next run may start. One
+        # of these still pending says the mission waits, with no need to look.
+        if all(approval.status != ApprovalStatus.PENDING for approval in approvals):
+            settle(mission, actor=actor)
         state_changed(mission, "approval", key=keyed, made_id=approvals[0].pk)  # the key remembered with the save
         return approvals, False
 
