@@ -7,7 +7,7 @@ import re
 import pytest
 
 from quests.models import Milestone, Mission
-from quests.selectors.mission import BADGES_SHOWN, MILESTONES_SHOWN
+from quests.selectors.reviews import BADGES_SHOWN, MILESTONES_SHOWN
 from tests.builders import fast_password_hashing, milestones_of, running  # noqa: F401
 
 pytestmark = pytest.mark.django_db

@@ -1,7 +1,7 @@
 """Read side of the mission page, at any size. The page shows windows of a mission's history, never
 all of it: the checkpoint tree around a chosen checkpoint, the newest runs and checkpoints of the
 timeline (paged by checkpoint number), the newest decided approvals and reviewed milestones with a
-count of the rest, and an overview of the whole history in a fixed number of buckets. Each is a
+count of the rest (`quests.selectors.reviews`), and an overview of the whole history in a fixed number of buckets. Each is a
 fixed number of queries returning a bounded number of rows, whatever the number of checkpoints,
 runs, approvals or milestones."""
 
@@ -14,29 +14,23 @@ from django.db.models.functions import Coalesce
 
 from checkpoints.models import BRANCH_POINTS, Checkpoint, Record, Trigger
 from quests.models import (
-    AWAITING_REVIEW,
     Approval,
-    ApprovalStatus,
     AuditEvent,
     Constraint,
     Milestone,
     Mission,
     MissionStatus,
-    ReviewStatus,
     Run,
     StandingDecision,
 )
-from quests.selectors.common import HEAVY_CHECKPOINT_FIELDS, newest_per_group
 from quests.selectors.ledger import LedgerWindow, ledger_window
+from quests.selectors.reviews import approvals, milestone_window
 from quests.selectors.tree import TREE_REACH, CheckpointTree, HistoryShape, Overview, branch_runs, checkpoint_tree, overview
 from quests.services import machine
 from quests.services.bundle import resume_summary
 
 CHECKPOINT_LIST_FIELDS = ("id", "mission_id", "run_id", "parent_id", "seq", "trigger", "verified", "note", "created_at", "hash", "size_bytes")
 TIMELINE_SIZE = 20
-DECIDED_SHOWN = 10
-MILESTONES_SHOWN = 10
-BADGES_SHOWN = 10
 # Larger than any checkpoint number or id: an upper bound that lets every row through.
 NO_BOUND = 2**31 - 1
 
@@ -225,62 +219,6 @@ def tree_window(mission: Mission, page: PageRows, runs: list[tuple[int, int]]) -
     return tree, shown
 
 
-def approvals(mission: Mission) -> tuple[list[Approval], list[Approval], int]:
-    """Every pending approval, the newest DECIDED_SHOWN decided ones and how many are decided in
-    all: one query (numbered and counted per group, the pending ones and the decided ones)."""
-    pending = Q(status=ApprovalStatus.PENDING)
-    rows: list[Any] = list(  # with newest_per_group's attributes, which the stubs cannot follow
-        Approval.objects.filter(mission=mission)
-        .select_related("decided_by")
-        .annotate(**newest_per_group(pending))
-        .filter(pending | Q(newest__lte=DECIDED_SHOWN))
-        .order_by("id")
-    )
-    waiting = [a for a in rows if a.status == ApprovalStatus.PENDING]
-    decided = sorted((a for a in rows if a.status != ApprovalStatus.PENDING), key=lambda a: a.pk, reverse=True)
-    return waiting, decided, (decided[0].in_group if decided else 0)
-
-
-@dataclass
-class MilestoneWindow:
-    """The milestones the page lists (every one awaiting review, with its review form, and the
-    newest MILESTONES_SHOWN others), oldest first, how many others there are, the newest
-    BADGES_SHOWN approved ones (the badges) and the progress over all of them."""
-
-    listed: list[Milestone]
-    reviewed_total: int
-    badges: list[Milestone]
-    progress: dict[str, int]
-
-
-def milestone_window(mission: Mission) -> MilestoneWindow:
-    """Two queries whatever the number of milestones: the number of milestones of each kind and
-    review status, which is all the progress rule needs, and the rows shown (numbered newest first
-    on each side of "awaiting review", and among the approved ones for the badges). A quest that
-    has claimed none (most of them, for most of their life) needs only the first: its numbered
-    window costs more to compile than the rest of a page section."""
-    counts = mission.milestones.kind_status_counts()
-    progress = mission.progress_of_counts(counts.items())
-    if not counts:
-        return MilestoneWindow(listed=[], reviewed_total=0, badges=[], progress=progress)
-    approved = Q(review_status=ReviewStatus.APPROVED)
-    rows: list[Any] = list(  # with newest_per_group's attributes, which the stubs cannot follow
-        Milestone.objects.filter(mission=mission)
-        .select_related("checkpoint")
-        .defer(*HEAVY_CHECKPOINT_FIELDS)
-        .annotate(**newest_per_group(AWAITING_REVIEW), **newest_per_group(approved, prefix="approved_"))
-        .filter(AWAITING_REVIEW | Q(newest__lte=MILESTONES_SHOWN) | (approved & Q(approved_newest__lte=BADGES_SHOWN)))
-        .order_by("id")
-    )
-    listed = [m for m in rows if m.is_awaiting_review or m.newest <= MILESTONES_SHOWN]
-    return MilestoneWindow(
-        listed=listed,
-        reviewed_total=next((m.in_group for m in rows if not m.is_awaiting_review), 0),
-        badges=[m for m in rows if m.review_status == ReviewStatus.APPROVED and m.approved_newest <= BADGES_SHOWN],
-        progress=progress,
-    )
-
-
 @dataclass
 class MissionPage:
     mission: Mission
@@ -398,6 +336,3 @@ def mission_page(mission: Mission, window: HistoryWindow | None = None) -> Missi
         restore_default=explicit or last_verified or (tree.chosen.checkpoint if tree.chosen else None),
         can={event: machine.can(mission, event) for event in ("pause", "unpause", "cancel", "restore")},
     )
-
-
-# ---- checkpoint page --------------------------------------------------------------------------
