@@ -11,6 +11,7 @@ from django.test.utils import CaptureQueriesContext
 from notifications.events import emit, emit_many
 from notifications.models import Delivery, Notification, NotificationPreference, WebhookEndpoint
 from tests.test_engine import counted_on_postgresql
+from tests.threads import reporting
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -92,28 +93,18 @@ def test_two_emissions_of_one_event_at_once_make_one_and_neither_fails(alice):
     errors: list[BaseException] = []
 
     def first() -> None:
-        try:
-            with transaction.atomic():
-                answers["first"] = emit(kind="mission.failed", owner_id=alice.pk, dedupe_key="mission.failed:9:1", data={"who": "first"})
-                first_inserted.set()
-                first_may_commit.wait(timeout=30)
-        except BaseException as exc:
-            errors.append(exc)
-        finally:
-            connection.close()
+        with transaction.atomic():
+            answers["first"] = emit(kind="mission.failed", owner_id=alice.pk, dedupe_key="mission.failed:9:1", data={"who": "first"})
+            first_inserted.set()
+            first_may_commit.wait(timeout=30)
 
     def second() -> None:
-        try:
-            first_inserted.wait(timeout=30)
-            with transaction.atomic():
-                answers["second"] = emit(kind="mission.failed", owner_id=alice.pk, dedupe_key="mission.failed:9:1", data={"who": "second"})
-                answers["after"] = emit(kind="mission.failed", owner_id=alice.pk, dedupe_key="mission.failed:10:1", data={})
-        except BaseException as exc:
-            errors.append(exc)
-        finally:
-            connection.close()
+        first_inserted.wait(timeout=30)
+        with transaction.atomic():
+            answers["second"] = emit(kind="mission.failed", owner_id=alice.pk, dedupe_key="mission.failed:9:1", data={"who": "second"})
+            answers["after"] = emit(kind="mission.failed", owner_id=alice.pk, dedupe_key="mission.failed:10:1", data={})
 
-    threads = [threading.Thread(target=first), threading.Thread(target=second)]
+    threads = [threading.Thread(target=reporting(errors, first)), threading.Thread(target=reporting(errors, second))]
     for t in threads:
         t.start()
     first_inserted.wait(timeout=30)

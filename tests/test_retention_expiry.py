@@ -15,6 +15,7 @@ from quests.models import Approval, Constraint, MemoryItem, MemoryProposal, Mile
 from quests.retention.services.expiry import retention_keep, retention_withdraw
 from quests.services.audit import Actor
 from quests.services.errors import Conflict
+from tests.threads import reporting
 
 pytestmark = pytest.mark.django_db
 
@@ -192,31 +193,21 @@ def test_stamping_waits_for_a_writer_that_holds_the_mission_and_never_deadlocks_
     writer_has_lock, stamped, failures = threading.Event(), threading.Event(), []
 
     def writer() -> None:
-        try:
-            with transaction.atomic():
-                Mission.objects.select_for_update().get(pk=mission_id)
-                writer_has_lock.set()
-                time.sleep(0.5)  # the stamping has started meanwhile and waits on the mission
-                assert not stamped.is_set()
-                Record.objects.filter(mission_id=mission_id).update(text="changed under the lock")
-                Checkpoint.objects.filter(mission_id=mission_id).update(note="changed under the lock")
-                Mission.objects.filter(pk=mission_id).update(expires_at=timezone.now() + timedelta(days=3))
-        except Exception as exc:  # noqa: BLE001 — reported by the test's thread, below
-            failures.append(exc)
-        finally:
-            connection.close()
+        with transaction.atomic():
+            Mission.objects.select_for_update().get(pk=mission_id)
+            writer_has_lock.set()
+            time.sleep(0.5)  # the stamping has started meanwhile and waits on the mission
+            assert not stamped.is_set()
+            Record.objects.filter(mission_id=mission_id).update(text="changed under the lock")
+            Checkpoint.objects.filter(mission_id=mission_id).update(note="changed under the lock")
+            Mission.objects.filter(pk=mission_id).update(expires_at=timezone.now() + timedelta(days=3))
 
     def stamper() -> None:
-        try:
-            writer_has_lock.wait(5)
-            expiry._stamp_rows(mission_id)
-            stamped.set()
-        except Exception as exc:  # noqa: BLE001
-            failures.append(exc)
-        finally:
-            connection.close()
+        writer_has_lock.wait(5)
+        expiry._stamp_rows(mission_id)
+        stamped.set()
 
-    threads = [threading.Thread(target=writer), threading.Thread(target=stamper)]
+    threads = [threading.Thread(target=reporting(failures, writer)), threading.Thread(target=reporting(failures, stamper))]
     for t in threads:
         t.start()
     for t in threads:

@@ -11,8 +11,9 @@ can be made to close it itself.
 
 import threading
 import warnings
+from collections.abc import Callable
 
-from django.db import connections
+from django.db import connection, connections
 
 
 class ThreadConnectionWarning(ResourceWarning):
@@ -43,3 +44,19 @@ def install() -> None:
 
     run_and_close.closes_connections = True  # type: ignore[attr-defined]
     threading.Thread.run = run_and_close  # type: ignore[method-assign]
+
+
+def reporting(failures: list[BaseException], body: Callable[[], None]) -> Callable[[], None]:
+    """A thread's target that runs `body`, keeps what it raised in `failures` (an exception in a
+    thread is otherwise only printed: the test asserts on the list) and closes the thread's
+    database connection as it ends."""
+
+    def target() -> None:
+        try:
+            body()
+        except BaseException as exc:  # noqa: BLE001 - reported to the test through `failures`
+            failures.append(exc)
+        finally:
+            connection.close()
+
+    return target
