@@ -96,6 +96,8 @@ class Checkpoint(SharedRefs, Lifecycle):
     # Not a field: the mission row's fingerprint as the agent's claimed write of this checkpoint
     # left it (engine.checkpoints.Known), when that write knew it.
     mission_after: str | None = None
+    # Not a field: what a write with a row of more (engine.checkpoints.Claim.also) answered of it.
+    also_answered: tuple = ()
 
     class Meta:
         app_label = "quests"

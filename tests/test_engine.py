@@ -427,11 +427,16 @@ def test_the_statements_that_count_a_request_stay_within_psycopgs_parse_cache():
 
     from config.cache import CountingDatabaseCache
     from quests.engine.sql import checkpoints, graph, ledger, runs, tokens
+    from quests.engine.writes import _counted_statement as counted_statement
 
     cache = CountingDatabaseCache("questlog_cache", {})
     # Every counted form of every module, each with the row its count is taken from: a valid
     # token's (`COUNTED_CALLER_ROW_PG`) unless the statement names its own.
-    own_rows = {tokens.AGENT_TOKEN_COUNTED_PG: tokens.COUNTED_TOKEN_ROW_PG, checkpoints.CHECKPOINT_KNOWN_WRITE_COUNTED_PG: checkpoints.KNOWN_COUNTED_ROW_PG}
+    own_rows = {
+        tokens.AGENT_TOKEN_COUNTED_PG: tokens.COUNTED_TOKEN_ROW_PG,
+        checkpoints.CHECKPOINT_KNOWN_WRITE_COUNTED_PG: checkpoints.KNOWN_COUNTED_ROW_PG,
+        graph.GRAPH_PUT_KNOWN_WRITE_COUNTED_PG: checkpoints.KNOWN_COUNTED_ROW_PG,
+    }
     counted = [
         (text, own_rows.get(text, tokens.COUNTED_CALLER_ROW_PG))
         for module in (runs, checkpoints, graph, ledger, tokens)
@@ -440,8 +445,8 @@ def test_the_statements_that_count_a_request_stay_within_psycopgs_parse_cache():
     ]
     assert len(counted) >= 10, (
         counted
-    )  # the token; the checkpoint's read and one-trip write; the run's, an operation's and a plan's locks; the beat; LangGraph's three
+    )  # the token; the checkpoint's read and one-trip write; the run's, an operation's and a plan's locks; the beat; LangGraph's four
     for template, row in counted:
-        text = template.replace("{count}", cache.count_statement(row))
+        text = counted_statement(template, cache.count_statement(row))  # as Count.fetch sends it
         assert len(text.encode()) <= _queries.MAX_CACHED_STATEMENT_LENGTH, f"{len(text.encode())} bytes: {template[:80]}"
         assert len(set(re.findall(r"%\((\w+)\)s", text))) <= _queries.MAX_CACHED_STATEMENT_PARAMS

@@ -7,7 +7,7 @@ each statement in autocommit."""
 
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -30,8 +30,10 @@ class Claim:
     checkpoint_id: int | None  # None: the one-trip write (`who` given) allocates it
     used_token_id: int | None = None
     # A row written with the checkpoint, in its statement: the claimed write that also writes it
-    # (`CHECKPOINT_CLAIMED_WRITE_PG` with more) and the row's parameters (QuestlogSaver.put's row).
+    # (`CHECKPOINT_CLAIMED_WRITE_PG` with more; with `who`, `CHECKPOINT_KNOWN_WRITE_PG` with more,
+    # and `also_counted` its counted form) and the row's parameters (QuestlogSaver.put's row).
     also: tuple[str, dict[str, Any]] | None = None
+    also_counted: str | None = None
     # The one-trip write (`CHECKPOINT_KNOWN_WRITE_PG`): who calls, authenticated by the write
     # itself, and the count it takes along (it claims only within `rate`).
     who: "Caller | Credentials | None" = None
@@ -216,6 +218,7 @@ class Written:
     new_bytes: int
     created_at: datetime
     mission_after: str | None = None  # the mission row's fingerprint after a claimed write
+    more: tuple = ()  # the columns a write with more (`Claim.also`) answers after those
 
 
 @dataclass
@@ -246,20 +249,21 @@ _known_missions: dict[int, set[tuple]] = {}
 _known_lock = threading.Lock()
 
 
-def _known_key(who: Caller | Credentials, run_id: int) -> tuple:
+def _known_key(who: Caller | Credentials, where: Hashable) -> tuple:
     if isinstance(who, Credentials):
-        return ("token", who.token_hash, run_id)
-    return ("user", who.user_id, who.token_mission_id, run_id)
+        return ("token", who.token_hash, where)
+    return ("user", who.user_id, who.token_mission_id, where)
 
 
-def known_take(who: Caller | Credentials, run_id: int) -> Known | None:
-    """The run's mission as this process last wrote it for this caller, taken out."""
+def known_take(who: Caller | Credentials, where: Hashable) -> Known | None:
+    """The mission as this process last wrote it for this caller, taken out: where the run's
+    checkpoint was written (`where`: the run's id; a LangGraph thread's save, its own key)."""
     with _known_lock:
-        return _known_drop(_known_key(who, run_id))
+        return _known_drop(_known_key(who, where))
 
 
-def known_keep(who: Caller | Credentials, run_id: int, known: Known) -> None:
-    key = _known_key(who, run_id)
+def known_keep(who: Caller | Credentials, where: Hashable, known: Known) -> None:
+    key = _known_key(who, where)
     with _known_lock:
         _known[key] = known
         _known_missions.setdefault(_known_mission(known), set()).add(key)
@@ -342,9 +346,7 @@ def checkpoint_write(
             else {}
         )
         statement = checkpoints_sql.CHECKPOINT_CLAIMED_WRITE_PG if claim else checkpoints_sql.CHECKPOINT_WRITE_PG
-        if claim and claim.also:
-            statement, also = claim.also
-            claimed.update(also)
+        counted = checkpoints_sql.CHECKPOINT_KNOWN_WRITE_COUNTED_PG
         if claim and claim.who is not None:
             # Its mission as this process's last write left it: that write cleared the report's
             # `archive_due`, and any archive due since moved the row, so no claim could hold.
@@ -352,6 +354,10 @@ def checkpoint_write(
                 raise ValueError("The one-statement checkpoint carries no notes' archive.")
             statement = checkpoints_sql.CHECKPOINT_KNOWN_WRITE_PG
             claimed.update(_who_params(claim.who), key_suffix=key.suffix if key else "", rate=claim.rate)
+        if claim and claim.also:
+            statement, also = claim.also
+            counted = claim.also_counted or counted
+            claimed.update(also)
         sent = {
             **params,
             **claimed,
@@ -367,13 +373,13 @@ def checkpoint_write(
             "archived_sizes": [p[2] for p in previews.values()],
         }
         if claim and claim.who is not None and claim.count is not None:
-            rows = claim.count.fetch(checkpoints_sql.CHECKPOINT_KNOWN_WRITE_COUNTED_PG, checkpoints_sql.KNOWN_COUNTED_ROW_PG, sent)
+            rows = claim.count.fetch(counted, checkpoints_sql.KNOWN_COUNTED_ROW_PG, sent)
         else:
             rows = runner.fetch(statement, sent)
         if not rows or rows[0][0] is None:
             return None
-        ((made_id, new_bytes, mission_after),) = rows
-        return Written(id=made_id, new_bytes=new_bytes, created_at=now, mission_after=mission_after)
+        made_id, new_bytes, mission_after, *more = rows[0]
+        return Written(id=made_id, new_bytes=new_bytes, created_at=now, mission_after=mission_after, more=tuple(more))
     if claim is not None:
         raise ValueError("SQLite writes a checkpoint under its database lock: no claim.")
     beat, blob, store_map, archive, insert, remember, move = checkpoints_sql.CHECKPOINT_WRITE_SQLITE

@@ -1,13 +1,14 @@
 """The engine's named operations for LangGraph's saver: the read of a put's fast path (its write is
-the agent's, `checkpoints.checkpoint_write`, with the LangGraph row in the same statement), and a
-task's pending writes; one round trip each on PostgreSQL."""
+the agent's, `checkpoints.checkpoint_write`, with the LangGraph row in the same statement; a put
+that follows this process's last save of the thread needs no read: `GraphKnown`), and a task's
+pending writes; one round trip each on PostgreSQL."""
 
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
 from quests.engine import runner
-from quests.engine.checkpoints import Claim, Seen, as_who
+from quests.engine.checkpoints import Claim, Known, Seen, as_who, known_keep, known_take
 from quests.engine.sql import graph as graph_sql
 from quests.engine.writes import MISSION_WIDTH, RUN_WIDTH, Caller, Count, Credentials, Locked, locked_from_row
 
@@ -64,8 +65,12 @@ def graph_put_read(
 
 def graph_claim(seen: GraphSeen, row: GraphRow) -> Claim:
     """The claim of the put's write: the checkpoint and `row` in one statement, or nothing."""
-    also = {
-        "graph_row_id": seen.graph_row_id,
+    also = {**_row_params(row), "graph_row_id": seen.graph_row_id}
+    return replace(seen.claim, also=(graph_sql.GRAPH_PUT_CLAIMED_WRITE_PG, also))
+
+
+def _row_params(row: GraphRow) -> dict[str, Any]:
+    return {
         "ns": row.ns,
         "graph_id": row.graph_id,
         "parent_graph_id": row.parent_graph_id,
@@ -74,7 +79,45 @@ def graph_claim(seen: GraphSeen, row: GraphRow) -> Claim:
         "graph_channels": runner.json_text(row.channels),
         "run_ref": row.run_ref,
     }
-    return replace(seen.claim, also=(graph_sql.GRAPH_PUT_CLAIMED_WRITE_PG, also))
+
+
+# --- The put in one round trip ---------------------------------------------------------------------
+
+
+@dataclass
+class GraphKnown(Known):
+    """A thread's mission as this process's last save of the thread left it (`Known`), with that
+    save's LangGraph id and channel map: LangGraph's loop saves each checkpoint as the child of the
+    one before, whose map gives the blobs of the channels a save does not send."""
+
+    graph_id: str
+    channels: dict[str, list[Any]]
+
+
+def graph_known_take(who: Caller | Credentials, thread_id: str, ns: str) -> GraphKnown | None:
+    """The thread's last save by this process for this caller, taken out (`known_take`)."""
+    known = known_take(who, ("graph", thread_id, ns))
+    return known if isinstance(known, GraphKnown) else None
+
+
+def graph_known_keep(who: Caller | Credentials, thread_id: str, ns: str, known: GraphKnown) -> None:
+    known_keep(who, ("graph", thread_id, ns), known)
+
+
+def graph_known_claim(known: GraphKnown, row: GraphRow, *, who: Caller | Credentials, count: Count | None, rate: int, used_token_id: int | None) -> Claim:
+    """The claim of the put in one statement (`GRAPH_PUT_KNOWN_WRITE_PG`): the checkpoint and `row`
+    (its id allocated by the statement, which answers it) if the mission row is still as the last
+    save left it, or nothing."""
+    return Claim(
+        mission_seen=known.mission_after,
+        checkpoint_id=None,
+        used_token_id=used_token_id,
+        also=(graph_sql.GRAPH_PUT_KNOWN_WRITE_PG, _row_params(row)),
+        also_counted=graph_sql.GRAPH_PUT_KNOWN_WRITE_COUNTED_PG,
+        who=who,
+        count=count,
+        rate=rate,
+    )
 
 
 @dataclass(frozen=True)

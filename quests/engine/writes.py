@@ -13,7 +13,7 @@ from typing import Any
 from checkpoints import refmaps
 from checkpoints.pruning import BLOB_GC_LOCK
 from quests.engine import runner
-from quests.engine.sql import lifecycle as lifecycle_sql, runs as runs_sql
+from quests.engine.sql import compact, lifecycle as lifecycle_sql, runs as runs_sql
 from quests.models import Mission, Run
 
 RUN_WIDTH = len(Run._meta.concrete_fields)
@@ -111,7 +111,8 @@ class Count:
 
 @cache
 def _counted_statement(template: str, upsert: str) -> str:
-    return template.replace("{count}", upsert)
+    # Compacted with the upsert in it: the whole text is what psycopg's 4,096 bytes count.
+    return compact(template.replace("{count}", upsert))
 
 
 def locked_from_row(row: Sequence[Any]) -> Locked:

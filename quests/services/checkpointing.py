@@ -85,6 +85,21 @@ def take_agent_checkpoint(locked: writes.Locked, *, agent_parts: AgentParts, not
     return checkpoint
 
 
+def known_after(seen: ckpts.Seen, checkpoint: Checkpoint, refs: dict[str, str], used: int | None) -> ckpts.Known | None:
+    """The mission as the claimed write of the agent's `checkpoint` (whose agent-state refs are
+    `refs`) left it, for the next checkpoint's one statement (`ckpts.Known`); None when the write
+    did not say. `used`: the token whose use the write noted."""
+    locked = seen.locked
+    if checkpoint.mission_after is None or locked is None:
+        return None
+    layout = checkpoint.agent_layout
+    locked.head_seen_id, locked.head_seen_parts, locked.replay = checkpoint.pk, dict(refs), (None, None)
+    locked.head_seen_layout = refmaps.AgentLayout(base=layout.base, delta=dict(layout.delta), refs=dict(refs))
+    if used is not None:
+        seen.token_last_used_at = checkpoint.created_at
+    return ckpts.Known(seen=seen, mission_after=checkpoint.mission_after)
+
+
 def take_checkpoint_if_changed(mission: Mission, *, trigger: str) -> Checkpoint | None:
     """A system checkpoint carrying the head's agent state, unless its content hash would equal
     the head's: then nothing is written (a snapshot of unchanged state is no snapshot)."""
@@ -196,6 +211,7 @@ def _write(
     )
     checkpoint.state_refs, checkpoint.agent_layout = refs, agent_layout  # known: nothing to read again
     checkpoint.compaction_report, checkpoint.mission_after = compaction_report, written.mission_after
+    checkpoint.also_answered = written.more
     checkpoint.maps_to_store()  # stored by the write
     checkpoint._state.adding, checkpoint._state.db = False, DEFAULT_DB_ALIAS
     if beat and run:

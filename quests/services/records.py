@@ -10,7 +10,7 @@ from typing import Any
 from django.conf import settings
 from django.db import transaction
 
-from checkpoints import compaction, refmaps, services as storage
+from checkpoints import compaction, services as storage
 from checkpoints.models import Checkpoint, Record, RecordKind
 from checkpoints.sections import RECORD_SECTIONS, touched
 from checkpoints.services import sha256_hex
@@ -81,15 +81,9 @@ def _known_after(
     used: int | None,
 ) -> None:
     """Keep the run's mission as the claimed write left it, for the next checkpoint's one statement."""
-    locked = seen.locked
-    if checkpoint.mission_after is None or locked is None:
-        return
-    layout = checkpoint.agent_layout
-    locked.head_seen_id, locked.head_seen_parts, locked.replay = checkpoint.pk, dict(parts[0]), (None, None)
-    locked.head_seen_layout = refmaps.AgentLayout(base=layout.base, delta=dict(layout.delta), refs=dict(parts[0]))
-    if used is not None:
-        seen.token_last_used_at = checkpoint.created_at
-    engine_checkpoints.known_keep(who, run_id, engine_checkpoints.Known(seen=seen, mission_after=checkpoint.mission_after))
+    known = checkpointing.known_after(seen, checkpoint, parts[0], used)
+    if known is not None:
+        engine_checkpoints.known_keep(who, run_id, known)
 
 
 def checkpoint_keyed(key: str | None, parts: checkpointing.AgentParts, note: str) -> writes.Key:

@@ -6,12 +6,15 @@ import uuid
 
 import pytest
 
+from quests.engine import checkpoints as engine_checkpoints
 from quests.langgraph.services.history import ANCESTORS_WINDOW
 from tests.test_query_budgets import django_assert_max_num_queries  # noqa: F401  (the fixture)
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-BUDGETS = {"put": 2, "put_writes": 1, "get_tuple": 1}
+# A save read first and written after (`put`), and the child of this process's last save of the
+# thread, in one statement (`put_child`: tests/test_graph_put_one_trip.py).
+BUDGETS = {"put": 2, "put_child": 1, "put_writes": 1, "get_tuple": 1}
 CHANNELS = {f"k{i:02d}": {"type": "json", "data": {"text": "x" * 480, "n": i}} for i in range(20)}
 
 
@@ -44,8 +47,11 @@ def thread(request, agent):
 
 def test_a_save_sends_only_what_changed_within_its_budget(agent, thread, django_assert_max_num_queries):  # noqa: F811
     thread_id, parent, steps = thread
+    engine_checkpoints.known_forget()  # as another process would save it
     with django_assert_max_num_queries(BUDGETS["put"]):
-        save(agent, thread_id, steps, parent)
+        parent = save(agent, thread_id, steps, parent)
+    with django_assert_max_num_queries(BUDGETS["put_child"]):
+        save(agent, thread_id, steps + 1, parent)
 
 
 def test_writes_within_their_budget(agent, thread, django_assert_max_num_queries):  # noqa: F811

@@ -14,9 +14,10 @@ import re
 
 
 def compact(statement: str) -> str:
-    """`statement` with each run of whitespace made one space, and none beside a parenthesis or a
-    comma, for a statement that would pass psycopg's 4,096 bytes as written (it holds no literal
-    with whitespace, a parenthesis or a comma in it: checked)."""
+    """`statement` with each run of whitespace made one space, and none beside a parenthesis, a
+    comma or a comparison or concatenation operator, for a statement that would pass psycopg's
+    4,096 bytes as written (it holds no literal with whitespace, a parenthesis or a comma in it:
+    checked; so no operator with spaces around it is inside a literal)."""
     literals = re.findall(r"'[^']*'", statement)
     assert not any(re.search(r"[\s(),]", literal) for literal in literals), "a literal that compacting would change"
-    return re.sub(r"\s*([(),])\s*", r"\1", " ".join(statement.split()))
+    return re.sub(r"\s*([(),]|<=|>=|<>|=|\|\|)\s*", r"\1", " ".join(statement.split()))

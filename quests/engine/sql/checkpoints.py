@@ -24,6 +24,8 @@ from quests.engine.sql.tokens import CALLER, TOKEN_CALLER, counted_pg
 # lock (the locked path) it is simply the next id; on the agent's fast path it is the mission row
 # the compare-and-set claimed, so that nothing is written when the mission moved meanwhile.
 # `{archive}`: the notes a compaction pass archives (`_ARCHIVE`; the one-trip form has none).
+# A new row's retention approval, expiry and verification time are NULL: left out, as the columns'
+# default (the one-trip forms must stay under psycopg's 4,096 bytes).
 _ARCHIVE = """, archived AS (
     UPDATE checkpoints_record
        SET blob_id = moved.blob_id, text = moved.preview, size_bytes = moved.size_bytes, archived = TRUE
@@ -35,8 +37,8 @@ _CHECKPOINT_WRITE = """
 WITH {claim}, beat AS (
     UPDATE quests_run SET heartbeat_at = %(now)s WHERE id = %(beat_run_id)s AND EXISTS (SELECT 1 FROM claimed)
 ), stored AS (
-    INSERT INTO "checkpoints_blob" (sha256, data, size_bytes, media_type, created_at, retention_class, retention_approved_at, expires_at)
-    SELECT sent.sha, sent.data, length(sent.data), sent.media_type, %(now)s, 'working', NULL, NULL
+    INSERT INTO "checkpoints_blob" (sha256, data, size_bytes, media_type, created_at, retention_class)
+    SELECT sent.sha, sent.data, length(sent.data), sent.media_type, %(now)s, 'working'
       FROM unnest(CAST(%(blob_shas)s AS text[]), CAST(%(blob_data)s AS bytea[]), CAST(%(blob_media)s AS text[])) AS sent(sha, data, media_type)
      WHERE EXISTS (SELECT 1 FROM claimed)
     ON CONFLICT DO NOTHING
@@ -48,13 +50,13 @@ WITH {claim}, beat AS (
     ON CONFLICT DO NOTHING
 ){archive}, made AS (
     INSERT INTO checkpoints_checkpoint (
-        id, created_at, retention_class, retention_approved_at, expires_at, mission_id, run_id, parent_id, seq, trigger,
-        hash, verified, verified_at, note, state_map_id, agent_map_id, agent_delta, record_watermark, size_bytes,
+        id, created_at, retention_class, mission_id, run_id, parent_id, seq, trigger,
+        hash, verified, note, state_map_id, agent_map_id, agent_delta, record_watermark, size_bytes,
         agent_state_bytes, new_bytes, report_id)
     SELECT
-        claimed.id, %(now)s, 'working', NULL, NULL, CAST(%(mission_id)s AS bigint), CAST(%(run_id)s AS bigint),
+        claimed.id, %(now)s, 'working', CAST(%(mission_id)s AS bigint), CAST(%(run_id)s AS bigint),
         CAST(%(parent_id)s AS bigint), CAST(%(seq)s AS integer), CAST(%(trigger)s AS text),
-        CAST(%(hash)s AS text), false, NULL, CAST(%(note)s AS text), CAST(%(state_map_id)s AS text), CAST(%(agent_map_id)s AS text),
+        CAST(%(hash)s AS text), false, CAST(%(note)s AS text), CAST(%(state_map_id)s AS text), CAST(%(agent_map_id)s AS text),
         CAST(%(agent_delta)s AS jsonb),
         CAST(%(record_watermark)s AS bigint), CAST(%(size_bytes)s AS bigint), CAST(%(agent_state_bytes)s AS bigint),
         (SELECT COALESCE(SUM(size_bytes), 0) FROM stored WHERE sha256 = ANY(CAST(%(counted)s AS text[]))),
@@ -150,7 +152,7 @@ CHECKPOINT_CLAIMED_WRITE_PG = _CHECKPOINT_WRITE.format(
 # something already, or when the caller may not write there: the caller then reads and writes as
 # above. No row: the token is not valid. `{counted}` and `{within_rate}`: the counted form's parts.
 # Its whitespace is collapsed (`compact`): psycopg parses a statement once only up to 4,096 bytes.
-_CHECKPOINT_KNOWN_WRITE = _CHECKPOINT_WRITE.format(
+CHECKPOINT_KNOWN_TEMPLATE = _CHECKPOINT_WRITE.format(
     claim="""who AS (
     {who}
 ){counted}, guard AS (
@@ -178,17 +180,23 @@ _CHECKPOINT_KNOWN_WRITE = _CHECKPOINT_WRITE.format(
     answer="""SELECT made.id, made.new_bytes, (SELECT mission_after FROM claimed) AS mission_after{api_count}
   FROM who LEFT JOIN made ON TRUE""",
 )
-CHECKPOINT_KNOWN_WRITE_PG = compact(
-    _CHECKPOINT_KNOWN_WRITE.replace("{who}", CALLER).replace("{counted}", "").replace("{within_rate}", "").replace("{api_count}", "")
-)
-# The counted form (an agent token's only): the count's row is the valid token's, from `who`
-# (`{count}`: the cache's upsert of KNOWN_COUNTED_ROW_PG).
-CHECKPOINT_KNOWN_WRITE_COUNTED_PG = compact(
-    _CHECKPOINT_KNOWN_WRITE.replace("{who}", TOKEN_CALLER)
-    .replace("{counted}", ", counted AS (\n    {count}\n)")
-    .replace("{within_rate}", "\n       AND CAST((SELECT value FROM counted) AS integer) <= %(rate)s")
-    .replace("{api_count}", ",\n       (SELECT value FROM counted) AS api_count")
-)
+
+
+def known_forms(template: str) -> tuple[str, str]:
+    """A one-trip write's two forms, from its `template` (`CHECKPOINT_KNOWN_TEMPLATE`, or that
+    with more: the LangGraph put's): as given, and counted (an agent token's only), where the count's row is the valid
+    token's, from `who` (`{count}`: the cache's upsert of KNOWN_COUNTED_ROW_PG)."""
+    plain = template.replace("{who}", CALLER).replace("{counted}", "").replace("{within_rate}", "").replace("{api_count}", "")
+    counted = (
+        template.replace("{who}", TOKEN_CALLER)
+        .replace("{counted}", ", counted AS (\n    {count}\n)")
+        .replace("{within_rate}", "\n       AND CAST((SELECT value FROM counted) AS integer) <= %(rate)s")
+        .replace("{api_count}", ",\n       (SELECT value FROM counted) AS api_count")
+    )
+    return compact(plain), compact(counted)
+
+
+CHECKPOINT_KNOWN_WRITE_PG, CHECKPOINT_KNOWN_WRITE_COUNTED_PG = known_forms(CHECKPOINT_KNOWN_TEMPLATE)
 KNOWN_COUNTED_ROW_PG = "SELECT %(count_key)s, '1', %(count_expires)s FROM who WHERE who.token_id IS NOT NULL"
 
 CHECKPOINT_WRITE_SQLITE = (

@@ -1,8 +1,8 @@
-"""The LangGraph saver's server side: put (a LangGraph checkpoint in two round trips), put_writes
+"""The LangGraph saver's server side: put (a LangGraph checkpoint in one round trip or two), put_writes
 (pending writes) and get_tuple (a thread's checkpoint with its writes)."""
 
 from quests.engine.sql import compact
-from quests.engine.sql.checkpoints import CHECKPOINT_CLAIMED_WRITE_PG
+from quests.engine.sql.checkpoints import CHECKPOINT_CLAIMED_WRITE_PG, CHECKPOINT_KNOWN_TEMPLATE, known_forms
 from quests.engine.sql.runs import HEAD_REFS_PG, HEAD_SEEN_COLUMNS, HEAD_SEEN_JOIN, MISSION_COLUMNS, RUN_COLUMNS
 from quests.engine.sql.tokens import CALLER, counted_pg
 
@@ -51,27 +51,62 @@ def _spliced(text: str, anchor: str, added: str) -> str:
     return text.replace(anchor, anchor + added)
 
 
+def _replaced(text: str, start: str, end: str, instead: str) -> str:
+    """`text` with its one piece from `start` to `end` (both included) replaced by `instead`."""
+    assert text.count(start) == 1 and text.count(end) == 1, (start, end)
+    begins = text.index(start)
+    ends = text.index(end, begins) + len(end)
+    return text[:begins] + instead + text[ends:]
+
+
+# The LangGraph row, written from the checkpoint the statement made (its retention approval and
+# expiry are NULL, as for every new row); `{id}`: allocated by the read, or here.
+_GRAPHED = """, graphed AS (
+    INSERT INTO checkpoints_graphcheckpoint (id, created_at, retention_class, checkpoint_id,
+        mission_id, ns, graph_id, parent_graph_id, skeleton, metadata, channels, run_ref)
+    SELECT {id}, %(now)s, 'working', made.id, CAST(%(mission_id)s AS bigint), %(ns)s,
+        %(graph_id)s, %(parent_graph_id)s, CAST(%(skeleton)s AS jsonb), CAST(%(metadata)s AS jsonb), CAST(%(graph_channels)s AS jsonb),
+        %(run_ref)s FROM made
+    RETURNING id
+)"""
+_THREAD_LIVE = "\n       AND EXISTS (SELECT FROM quests_graphthread t WHERE t.mission_id = quests_mission.id AND t.deleted_at IS NULL)"
+
 # Round trip 2, in autocommit: the agent's claimed write (`CHECKPOINT_CLAIMED_WRITE_PG`: nothing is
 # written unless the mission row is still as read), which also claims only while the thread is
-# live, with the LangGraph row written from the checkpoint it names (its retention approval and
-# expiry are NULL, as for every new row). Kept under psycopg's 4,096 bytes, past which it parses a
+# live, with the LangGraph row. Kept under psycopg's 4,096 bytes, past which it parses a
 # statement again on every call (tests/test_engine.py checks every statement); compacted to stay so.
 GRAPH_PUT_CLAIMED_WRITE_PG = compact(
     _spliced(
-        _spliced(
-            CHECKPOINT_CLAIMED_WRITE_PG,
-            "AND md5(CAST(quests_mission AS text)) = %(mission_seen)s",
-            "\n       AND EXISTS (SELECT FROM quests_graphthread t WHERE t.mission_id = quests_mission.id AND t.deleted_at IS NULL)",
-        ),
+        _spliced(CHECKPOINT_CLAIMED_WRITE_PG, "AND md5(CAST(quests_mission AS text)) = %(mission_seen)s", _THREAD_LIVE),
         "WHERE CAST(%(key)s AS text) IS NOT NULL\n)",
-        """, graphed AS (
-    INSERT INTO checkpoints_graphcheckpoint (id, created_at, retention_class, checkpoint_id,
-        mission_id, ns, graph_id, parent_graph_id, skeleton, metadata, channels, run_ref)
-    SELECT CAST(%(graph_row_id)s AS bigint), %(now)s, 'working', made.id, CAST(%(mission_id)s AS bigint), %(ns)s,
-        %(graph_id)s, %(parent_graph_id)s, CAST(%(skeleton)s AS jsonb), CAST(%(metadata)s AS jsonb), CAST(%(graph_channels)s AS jsonb),
-        %(run_ref)s FROM made
-)""",
+        _GRAPHED.format(id="CAST(%(graph_row_id)s AS bigint)"),
     )
+)
+
+# --- The LangGraph saver's put, in one round trip --------------------------------------------------
+# When this process saved the thread's last checkpoint itself and the put is its child (LangGraph's
+# loop saves each step's checkpoint as the child of the one before), the read is not needed: the
+# agent's one-trip write (`CHECKPOINT_KNOWN_TEMPLATE`: it authenticates, counts, and claims the
+# mission row only if it is still as that save left it), which also claims only while the thread is
+# live and the checkpoint is not saved already, writes the LangGraph row with an id of its own and
+# answers it. A put has no idempotency key (a retried one answers the saved checkpoint), so the
+# key's lookup and its row are not part of it. Claiming nothing, it writes nothing: the put then
+# reads and writes in two trips.
+_GRAPH_PUT_KNOWN = _replaced(
+    _replaced(
+        CHECKPOINT_KNOWN_TEMPLATE,
+        "\n       AND NOT EXISTS (SELECT FROM quests_idempotentrequest earlier",
+        "AND earlier.key = %(key)s)",
+        _THREAD_LIVE
+        + "\n       AND NOT EXISTS (SELECT FROM checkpoints_graphcheckpoint k"
+        + " WHERE k.mission_id = quests_mission.id AND k.ns = %(ns)s AND k.graph_id = %(graph_id)s)",
+    ),
+    ", remembered AS (",
+    "WHERE CAST(%(key)s AS text) IS NOT NULL\n)",
+    _GRAPHED.format(id="nextval('checkpoints_graphcheckpoint_id_seq')"),
+)
+GRAPH_PUT_KNOWN_WRITE_PG, GRAPH_PUT_KNOWN_WRITE_COUNTED_PG = known_forms(
+    _spliced(_GRAPH_PUT_KNOWN, "FROM claimed) AS mission_after", ", (SELECT id FROM graphed) AS graph_row_id")
 )
 
 

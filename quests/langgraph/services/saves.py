@@ -18,7 +18,9 @@ from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, transaction
 from django.utils import timezone
 
+from checkpoints.models import Checkpoint
 from quests.engine import graph as engine_graph, runner, writes as engine_writes
+from quests.engine.checkpoints import Seen
 from quests.langgraph.models import GraphCheckpoint, GraphWrite
 from quests.langgraph.services.channels import channels_known, channels_resolved
 from quests.langgraph.services.sessions import WRITES_WHILE_WAITING, ThreadDeleted, lock_thread, session_run, titled
@@ -113,18 +115,27 @@ def _put_unlocked(
     channels: dict[str, dict[str, Any]],
     note: str,
 ) -> tuple[GraphCheckpoint | None, Actor]:
-    """The save in two autocommit statements, as the agent's checkpoint is made (PostgreSQL): who
-    calls, the live thread's mission and session run read without a lock, then the checkpoint and
-    its row written only if the mission row is still as read. Without the save (None), nothing is
-    written and the locked path saves it, for the actor returned: a first save or a deleted thread,
-    a save already made, a session run to start, a channel its parent does not hold, or a mission
-    that moved after the read."""
+    """The save in autocommit statements, as the agent's checkpoint is made (PostgreSQL): in one
+    when it is the child of this process's last save of the thread (`_put_known`); else who calls,
+    the live thread's mission and session run read without a lock, then the checkpoint and its row
+    written only if the mission row is still as read. Without the save (None), nothing is written
+    and the locked path saves it, for the actor returned: a first save or a deleted thread, a save
+    already made, a session run to start, a channel its parent does not hold, or a mission that
+    moved after the read."""
     credentials = actor if isinstance(actor, engine_writes.Credentials) else None
+    caller = tokens.who_calls(actor)
+    known = engine_graph.graph_known_take(caller, thread_id, row.ns)
+    counted = False
+    if known is not None and known.graph_id == row.parent_graph_id and not known.locked.run.is_stale():
+        saved, counted = _put_known(caller, thread_id, known, row, versions, channels, note)
+        if saved is not None:
+            return saved, cast(Actor, actor)
     who, seen = tokens.statement_caller(
         actor,
         lambda who, count: engine_graph.graph_put_read(
             who, thread_id=thread_id, ns=row.ns, graph_id=row.graph_id, parent_graph_id=row.parent_graph_id, count=count
         ),
+        counted=counted,
     )
     use_due = tokens.use_to_note(who)
 
@@ -138,16 +149,76 @@ def _put_unlocked(
     resolved, contents, missing = channels_known(versions, channels, seen.parent_channels)
     if missing:
         return locked_path()
-    refs = {name: sha for name, (_, sha, _) in resolved.items()}
-    row = replace(row, channels={name: list(item) for name, item in resolved.items()})
-    agent_parts = (refs, contents, sum(item[2] for item in resolved.values()))
+    row, agent_parts = _with_channels(row, resolved, contents)
     claim = replace(engine_graph.graph_claim(seen, row), used_token_id=use_due)
+    who.locked = seen.locked
     checkpoint = checkpointing.take_agent_checkpoint(seen.locked, agent_parts=agent_parts, note=note, key=NO_KEY, claim=claim)
     if checkpoint is None:
         return locked_path()
-    saved = GraphCheckpoint(id=seen.graph_row_id, checkpoint=checkpoint, mission_id=checkpoint.mission_id, created_at=checkpoint.created_at, **vars(row))
+    _known_after(caller, thread_id, who, row, checkpoint, agent_parts, use_due)
+    return _saved(row, checkpoint, seen.graph_row_id), cast(Actor, actor)
+
+
+def _put_known(
+    caller: engine_writes.Caller | engine_writes.Credentials,
+    thread_id: str,
+    known: engine_graph.GraphKnown,
+    row: engine_graph.GraphRow,
+    versions: dict[str, Any],
+    channels: dict[str, dict[str, Any]],
+    note: str,
+) -> tuple[GraphCheckpoint | None, bool]:
+    """The save in one statement, on the mission row as this process's last save of the thread
+    left it (the save is that one's child): (the save, or None when the row moved, the thread was
+    deleted, the id is saved already or the caller may no longer write there, and nothing was
+    written; whether the request was counted)."""
+    resolved, contents, missing = channels_known(versions, channels, known.channels)
+    if missing:
+        return None, False
+    row, agent_parts = _with_channels(row, resolved, contents)
+    seen = known.seen
+    use_due = tokens.use_to_note(seen)
+
+    def write(count: engine_writes.Count | None, rate: int) -> Checkpoint | None:
+        claim = engine_graph.graph_known_claim(known, row, who=caller, count=count, rate=rate, used_token_id=use_due)
+        return checkpointing.take_agent_checkpoint(known.locked, agent_parts=agent_parts, note=note, key=NO_KEY, claim=claim)
+
+    checkpoint, counted = tokens.counted_with(caller, write)
+    if checkpoint is None:
+        return None, counted
+    _known_after(caller, thread_id, seen, row, checkpoint, agent_parts, use_due)
+    (graph_row_id,) = checkpoint.also_answered
+    return _saved(row, checkpoint, graph_row_id), counted
+
+
+def _with_channels(
+    row: engine_graph.GraphRow, resolved: dict[str, tuple[str, str, int]], contents: dict[str, bytes]
+) -> tuple[engine_graph.GraphRow, checkpointing.AgentParts]:
+    """The LangGraph row with its channel map, and the agent-state parts of its checkpoint."""
+    refs = {name: sha for name, (_, sha, _) in resolved.items()}
+    return replace(row, channels={name: list(item) for name, item in resolved.items()}), (refs, contents, sum(item[2] for item in resolved.values()))
+
+
+def _known_after(
+    caller: engine_writes.Caller | engine_writes.Credentials,
+    thread_id: str,
+    seen: Seen,
+    row: engine_graph.GraphRow,
+    checkpoint: Checkpoint,
+    agent_parts: checkpointing.AgentParts,
+    used: int | None,
+) -> None:
+    """Keep the thread's mission as this save left it, for its child's one statement."""
+    known = checkpointing.known_after(seen, checkpoint, agent_parts[0], used)
+    if known is not None:
+        graph_known = engine_graph.GraphKnown(seen=known.seen, mission_after=known.mission_after, graph_id=row.graph_id, channels=row.channels)
+        engine_graph.graph_known_keep(caller, thread_id, row.ns, graph_known)
+
+
+def _saved(row: engine_graph.GraphRow, checkpoint: Checkpoint, graph_row_id: int) -> GraphCheckpoint:
+    saved = GraphCheckpoint(id=graph_row_id, checkpoint=checkpoint, mission_id=checkpoint.mission_id, created_at=checkpoint.created_at, **vars(row))
     saved._state.adding, saved._state.db = False, DEFAULT_DB_ALIAS
-    return saved, cast(Actor, actor)
+    return saved
 
 
 def graph_put_writes(
