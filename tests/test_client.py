@@ -383,6 +383,33 @@ def test_an_attempt_is_never_retried_because_the_first_may_have_happened(live_se
     assert sum("/attempt" in line for line in flaky.seen) == 1
 
 
+def test_a_call_goes_out_as_json_with_the_token_and_its_answer_comes_back_decoded():
+    """The connection hands its requests to the transport itself (no httpx.Client in between):
+    the base URL, the token, the JSON body and the timeout are all on the request sent."""
+    sent: list[httpx.Request] = []
+
+    def server(request: httpx.Request) -> httpx.Response:
+        sent.append(request)
+        return httpx.Response(201, json={"id": 7, "title": "Café ☕"})
+
+    from questlog_client.core import Connection
+
+    connection = Connection("http://questlog.test/", "qlt_secret", transport=httpx.MockTransport(server), timeout=12)
+    assert connection.request("POST", "missions", {"title": "Café ☕", "n": [1, 2.5, None]}) == (201, {"id": 7, "title": "Café ☕"})
+    assert connection.request("GET", "missions?limit=2")[0] == 201
+    post, get = sent
+    assert (post.method, str(post.url)) == ("POST", "http://questlog.test/api/v1/missions")
+    assert post.headers["authorization"] == "Bearer qlt_secret" and post.headers["content-type"] == "application/json"
+    assert post.headers["accept"] == "application/json" and post.headers["user-agent"] == "questlog-client"
+    assert post.content == '{"title":"Café ☕","n":[1,2.5,null]}'.encode()
+    assert post.extensions["timeout"] == {"connect": 12, "read": 12, "write": 12, "pool": 12}
+    assert (get.method, get.url.path, get.url.query, get.content) == ("GET", "/api/v1/missions", b"limit=2", b"")
+    with pytest.raises(ValueError):
+        connection.request("POST", "missions", {"score": float("nan")})  # not JSON: refused before sending
+    assert len(sent) == 2
+    connection.close()
+
+
 def test_connection_errors_surface_as_transport_errors_after_the_retries(token):
     with Questlog("http://127.0.0.1:9", token, retries=1, backoff=0.01) as client:
         with pytest.raises(TransportError):
