@@ -8,6 +8,7 @@ hot statement is parsed and planned once per connection instead of once per call
 queries keep their client-side binding."""
 
 import json
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from functools import cache
@@ -46,13 +47,25 @@ def cursor():
     return db.make_debug_cursor(raw) if db.queries_logged else db.make_cursor(raw)
 
 
-def bound(params: Mapping[str, Any]) -> dict[str, Any]:
-    """Parameters as the database takes them: JSON as text, times as the backend stores them."""
+def bound(statement: str, params: Mapping[str, Any]) -> dict[str, Any]:
+    """The parameters `statement` names, as the database takes them: JSON as text, times as the
+    backend stores them. Only those it names: psycopg keeps a statement's parse only when it is
+    sent at most 50 parameters, whatever the statement uses (a call may give more than one form
+    of its statement names)."""
     db = _db()
+    named = _named(statement)
     if db.vendor == "postgresql":
-        return {name: json_text(value) if isinstance(value, dict) else value for name, value in params.items()}
+        return {name: json_text(value) if isinstance(value := params[name], dict) else value for name in named}
     adapt = db.ops.adapt_datetimefield_value
-    return {name: json_text(value) if isinstance(value, dict) else adapt(value) if isinstance(value, datetime) else value for name, value in params.items()}
+    return {name: json_text(value) if isinstance(value := params[name], dict) else adapt(value) if isinstance(value, datetime) else value for name in named}
+
+
+@cache
+def _named(statement: str) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(_PARAMETER.findall(statement)))
+
+
+_PARAMETER = re.compile(r"%\((\w+)\)[sbt]")
 
 
 def json_text(value: Any) -> str:
@@ -63,7 +76,7 @@ def json_text(value: Any) -> str:
 def fetch(statement: str, params: Mapping[str, Any]) -> list[tuple]:
     """One statement, its rows (none for a write without RETURNING)."""
     with cursor() as c:
-        c.execute(statement, bound(params))
+        c.execute(statement, bound(statement, params))
         return c.fetchall() if _has_rows(c) else []
 
 
@@ -78,7 +91,7 @@ def _has_rows(c: Any) -> bool:
 
 def fetch_named(statement: str, params: Mapping[str, Any]) -> list[dict[str, Any]]:
     with cursor() as c:
-        c.execute(statement, bound(params))
+        c.execute(statement, bound(statement, params))
         names = [column.name for column in c.description]
         return [dict(zip(names, row)) for row in c.fetchall()]
 
@@ -89,7 +102,7 @@ def steps(statements: Iterable[tuple[str, Mapping[str, Any]]]) -> list[tuple[lis
     results = []
     with cursor() as c:
         for statement, params in statements:
-            c.execute(statement, bound(params))
+            c.execute(statement, bound(statement, params))
             results.append((c.fetchall() if c.description else [], c.rowcount))
     return results
 
@@ -100,7 +113,7 @@ def fetch_each_named(statements: Iterable[tuple[str, Mapping[str, Any]]]) -> lis
     results = []
     with cursor() as c:
         for statement, params in statements:
-            c.execute(statement, bound(params))
+            c.execute(statement, bound(statement, params))
             names = [column[0] for column in c.description]
             results.append([dict(zip(names, row)) for row in c.fetchall()])
     return results

@@ -24,6 +24,8 @@ from quests.engine.sql.tokens import CALLER, TOKEN_CALLER, counted_pg
 # lock (the locked path) it is simply the next id; on the agent's fast path it is the mission row
 # the compare-and-set claimed, so that nothing is written when the mission moved meanwhile.
 # `{archive}`: the notes a compaction pass archives (`_ARCHIVE`; the one-trip form has none).
+# The blobs' contents and the maps' JSON are sent in binary (`%(blob_data)b`, `%(map_refs)b`), as
+# `runs.STORE_PARTS_PG` says why.
 # A new row's retention approval, expiry and verification time are NULL: left out, as the columns'
 # default (the one-trip forms must stay under psycopg's 4,096 bytes).
 _ARCHIVE = """, archived AS (
@@ -39,13 +41,13 @@ WITH {claim}, beat AS (
 ), stored AS (
     INSERT INTO "checkpoints_blob" (sha256, data, size_bytes, media_type, created_at, retention_class)
     SELECT sent.sha, sent.data, length(sent.data), sent.media_type, %(now)s, 'working'
-      FROM unnest(CAST(%(blob_shas)s AS text[]), CAST(%(blob_data)s AS bytea[]), CAST(%(blob_media)s AS text[])) AS sent(sha, data, media_type)
+      FROM unnest(CAST(%(blob_shas)s AS text[]), CAST(%(blob_data)b AS bytea[]), CAST(%(blob_media)s AS text[])) AS sent(sha, data, media_type)
      WHERE EXISTS (SELECT 1 FROM claimed)
     ON CONFLICT DO NOTHING
     RETURNING sha256, size_bytes
 ), mapped AS (
     INSERT INTO checkpoints_refmap (sha256, refs)
-    SELECT sent.sha, sent.refs FROM unnest(CAST(%(map_shas)s AS text[]), CAST(%(map_refs)s AS jsonb[])) AS sent(sha, refs)
+    SELECT sent.sha, CAST(sent.refs AS jsonb) FROM unnest(CAST(%(map_shas)s AS text[]), CAST(%(map_refs)b AS text[])) AS sent(sha, refs)
      WHERE EXISTS (SELECT 1 FROM claimed)
     ON CONFLICT DO NOTHING
 ){archive}, made AS (
