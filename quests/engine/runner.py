@@ -14,6 +14,7 @@ from datetime import datetime
 from functools import cache
 from typing import Any, TypeVar
 
+import orjson
 from django.db import DEFAULT_DB_ALIAS, connections
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import Model
@@ -69,8 +70,13 @@ _PARAMETER = re.compile(r"%\((\w+)\)[sbt]")
 
 
 def json_text(value: Any) -> str:
-    """JSON as the engine binds it: compact, unescaped text (PostgreSQL casts it where it is jsonb)."""
-    return _JSON.encode(value)
+    """JSON as the engine binds it: compact, unescaped text (PostgreSQL casts it where it is jsonb).
+    Written by orjson (several times faster in the checkpoint's statement, which binds six such
+    values); what orjson refuses (a key that is not text, an integer past 64 bits) as json writes it."""
+    try:
+        return orjson.dumps(value).decode()
+    except orjson.JSONEncodeError:
+        return _JSON.encode(value)
 
 
 def fetch(statement: str, params: Mapping[str, Any]) -> list[tuple]:
