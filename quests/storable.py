@@ -254,17 +254,16 @@ _LONG_NUMBER = b"0" * 19
 def _parsed_quickly(text: str) -> Any:
     """The value orjson reads in `text` when it is surely the one json.loads reads with the hooks
     below, else _UNSURE (json then reads it, and words any refusal). Unsure: text with a \\u escape
-    (it may spell a lone surrogate, or hide a colon from the count below), a run of 19 digits (an
-    integer orjson would read as a float), anything orjson refuses (NaN, Infinity, a number past
-    a double's range, text that is not JSON), and a repeated key, which orjson reads as its last
-    value: every colon in JSON text is a key's or is inside a string, and orjson writes every
-    colon of a string as it is, so the value written again has fewer colons than the text exactly
-    when a key was repeated."""
+    (it may spell a lone surrogate, or hide a colon from the count below), anything orjson refuses
+    (NaN, Infinity, a number past a double's range, text that is not JSON), a repeated key, which
+    orjson reads as its last value (every colon in JSON text is a key's or is inside a string, and
+    orjson writes every colon of a string as it is, so the value written again has fewer colons
+    than the text exactly when a key was repeated), and an integer past 64 bits, which orjson reads
+    as a float (its digits are not written back). Digits inside strings, such as LangGraph's
+    zero-padded channel versions, are written back and leave the reading to orjson."""
     if "\\u" in text:
         return _UNSURE
     raw = text.encode()
-    if _LONG_NUMBER in raw.translate(_DIGITS_AS_ZEROS):
-        return _UNSURE
     try:
         value = orjson.loads(raw)
         written = orjson.dumps(value)
@@ -272,7 +271,19 @@ def _parsed_quickly(text: str) -> Any:
         return _UNSURE
     if written.count(b":") != raw.count(b":"):
         return _UNSURE
+    if _long_digit_runs(raw) != _long_digit_runs(written):
+        return _UNSURE
     return value
+
+
+def _long_digit_runs(text: bytes) -> int:
+    """Runs of 19 digits in JSON text, but those just after a decimal point. orjson writes every
+    string and integer back with its digits, and a float's whole part with 16 at most (past that,
+    with an exponent); so a run the text holds and the value written back does not was an integer
+    read as a float (or a float's long whole part: unsure all the same). Only a fraction of a float
+    may grow a run as it is written again (1.2e-05 as 0.000012), and it follows its point."""
+    digits = text.translate(_DIGITS_AS_ZEROS)
+    return digits.count(_LONG_NUMBER) - digits.count(b"." + _LONG_NUMBER)
 
 
 # json.loads's hooks. Their exceptions pass through json.loads as they are; parse_json words them.

@@ -80,6 +80,17 @@ def test_what_only_json_reads_right_goes_to_json():
         "[NaN]": ("refused", ""),
         '"\\ud800"': ("value", repr("\ud800")),  # a lone surrogate reads (check_json refuses it)
         "[" * 300 + "]" * 300: ("value", repr(json.loads("[" * 300 + "]" * 300))),  # past orjson's writer's depth
+        # A float orjson writes back with a long fraction beside an integer it read as a float
+        # (found by the property above).
+        '{"":[-9223372036854775809],"0":1.248252341745671e-05}': ("value", "{'': [-9223372036854775809], '0': 1.248252341745671e-05}"),
+        "[12345678901234567890123.5]": ("value", "[1.2345678901234568e+22]"),
     }
     for text, outcome in cases.items():
         assert read(text) == reference(text) == outcome, text
+
+
+def test_digits_inside_strings_leave_the_reading_to_orjson():
+    """LangGraph's channel versions are 32 zero-padded digits: a LangGraph save's body is read quickly."""
+    body = json.dumps({"channel_versions": {f"k{i:02d}": f"{i:032d}.0.{i}" for i in range(20)}, "step": 3, "score": 1.5e-05})
+    assert storable._parsed_quickly(body) is not storable._UNSURE
+    assert read(body) == reference(body)
