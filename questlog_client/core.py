@@ -16,7 +16,6 @@ Retries: a call is retried only when repeating it cannot do anything twice.
 from __future__ import annotations
 
 import asyncio
-import json as jsonlib
 import random
 import re
 import time
@@ -27,8 +26,6 @@ import httpx
 
 from questlog_client import errors
 
-# A JSON body as httpx writes one: compact, unescaped, and refusing NaN and Infinity (not JSON).
-_JSON = jsonlib.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 USER_AGENT = b"questlog-client"
 # How many parsed URLs a connection keeps (a run's few paths; a long agent's many runs start over).
 URLS_KEPT = 256
@@ -75,7 +72,6 @@ class Connection:
             transport=self._transport,
         )
         self._headers = [(b"Authorization", f"Bearer {token}".encode()), (b"Accept", b"application/json"), (b"User-Agent", USER_AGENT)]
-        self._json_headers = [*self._headers, (b"Content-Type", b"application/json")]
         self._extensions = {"timeout": self._http.timeout.as_dict()}
         self._urls: dict[str, httpx.URL] = {}
 
@@ -96,11 +92,7 @@ class Connection:
         URL, the token, the JSON body, the timeout), without the client's cookie, auth and redirect
         handling, which an agent's calls never use: that handling was a third of the client's CPU
         per call (a LangGraph put's, profiled)."""
-        if json is None:
-            request = httpx.Request(method, self._url(path), headers=self._headers, extensions=self._extensions)
-        else:
-            body = _JSON.encode(json).encode()
-            request = httpx.Request(method, self._url(path), headers=self._json_headers, content=body, extensions=self._extensions)
+        request = httpx.Request(method, self._url(path), headers=self._headers, json=json, extensions=self._extensions)
         response = self._transport.handle_request(request)
         try:
             response.read()

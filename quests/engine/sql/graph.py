@@ -47,8 +47,7 @@ GRAPH_PUT_READ_COUNTED_PG = counted_pg(GRAPH_PUT_READ_PG, last_column="AS parent
 def _spliced(text: str, anchor: str, added: str) -> str:
     """`text` with `added` after its one `anchor` (a change to the agent's statement that moves the
     anchor fails here, at import, not in a request)."""
-    assert text.count(anchor) == 1, anchor
-    return text.replace(anchor, anchor + added)
+    return _replaced(text, anchor, anchor, anchor + added)
 
 
 def _replaced(text: str, start: str, end: str, instead: str) -> str:
