@@ -110,6 +110,40 @@ class PageRows:
 
 
 def page_rows(mission: Mission, window: HistoryWindow) -> PageRows:
+    """One query for every checkpoint row the page draws (`_head_rows` for the page as it opens,
+    else `_windowed_rows`)."""
+    if window == HistoryWindow():
+        head = _head_rows(mission)
+        if head is not None:
+            return head
+    return _windowed_rows(mission, window)
+
+
+def _head_rows(mission: Mission) -> PageRows | None:
+    """The rows of the page as it opens (the head in the tree, the newest timeline page) read as
+    the newest TIMELINE_SIZE + 1 checkpoints and the last verified one: a range of the (mission,
+    seq) index with one bound to compute, where `_windowed_rows` computes five (and compiling them
+    was most of its time). They hold both windows when the head is among them with TREE_REACH + 1
+    older ones below it, or the history is no longer: the head is the newest checkpoint but for a
+    few moments of a restore. Else None: `_windowed_rows` reads them."""
+    if mission.head_checkpoint_id is None:
+        return None
+    mine = Checkpoint.objects.filter(mission_id=mission.pk)
+    newest_bound = Coalesce(Subquery(mine.order_by("-seq").values("seq")[TIMELINE_SIZE : TIMELINE_SIZE + 1]), Value(0))
+    found = list(mine.filter(Q(seq__gte=newest_bound) | Q(pk=mission.last_verified_checkpoint_id)).only(*CHECKPOINT_LIST_FIELDS).order_by("-seq"))
+    # The last verified checkpoint, when older than the newest, is the one row past them.
+    newest = found[: TIMELINE_SIZE + 1]
+    head_at = next((i for i, c in enumerate(newest) if c.pk == mission.head_checkpoint_id), None)
+    whole = len(newest) <= TIMELINE_SIZE
+    if head_at is None or not (whole or head_at + TREE_REACH + 1 < len(newest)):
+        return None
+    older, newer = newest[head_at + 1 : head_at + TREE_REACH + 2], newest[max(0, head_at - TREE_REACH - 1) : head_at]
+    last_verified = next((c for c in found if c.pk == mission.last_verified_checkpoint_id), None)
+    tree = sorted({*older, newest[head_at], *newer, *([last_verified] if last_verified else [])}, key=lambda c: c.seq)
+    return PageRows(tree=tree, chosen=newest[head_at], last_verified=last_verified, timeline=newest, newer=None)
+
+
+def _windowed_rows(mission: Mission, window: HistoryWindow) -> PageRows:
     """One query for every checkpoint row the page draws: the chosen checkpoint (`at` if it is this
     mission's, else the first numbered from `near`, else the head) with TREE_REACH + 1 checkpoints
     either side, the last verified one (for the restore picker) and the newest TIMELINE_SIZE + 1
@@ -292,13 +326,14 @@ class MissionPage:
         return [(key, label, self.summary[key]) for key, label in sections]
 
 
-def mission_page(mission: Mission, window: HistoryWindow | None = None) -> MissionPage:
+def mission_page(mission: Mission, window: HistoryWindow | None = None, waits_for: machine.Pending | None = None) -> MissionPage:
     """Everything the mission page shows. The sentence, the next action and the live records are the
     resume bundle's (`resume_summary`: its rules, without reading what it carries whole), so the
     page says exactly what the next run is told; the ledger and the milestones are windows of their
-    own: what needs someone and the newest of the rest."""
+    own: what needs someone and the newest of the rest. `waits_for`: the mission's Pending, if read
+    with it (`bundle.pending_annotations`)."""
     window = window or HistoryWindow()
-    summary = resume_summary(mission)
+    summary = resume_summary(mission, waits_for)
     constraints = list(Constraint.objects.filter(mission=mission).select_related("replaces").order_by("id"))
     pending, decided, decided_total = approvals(mission)
     claimed = milestone_window(mission)

@@ -1,7 +1,7 @@
 """The one place that decides whether a caller may see an object: another user's objects, and
 objects outside an agent token's mission, are 404 (existence is not leaked)."""
 
-from typing import TypeVar, overload
+from typing import Any, TypeVar, overload
 
 from django.db.models import Model, QuerySet
 
@@ -42,8 +42,11 @@ def visible(actor: Actor, model: type[M]) -> QuerySet[M]:
     return qs
 
 
-def get_for(actor: Actor, model: type[M], pk: int, *, for_update: bool = False) -> M:
+def get_for(actor: Actor, model: type[M], pk: int, *, for_update: bool = False, annotations: dict[str, Any] | None = None) -> M:
+    """The object if `actor` may see it (else NotFound), with `annotations` read along with it."""
     qs = visible(actor, model)
+    if annotations:
+        qs = qs.annotate(**annotations)
     if for_update:
         qs = qs.select_for_update(of=("self",))
     obj = qs.filter(pk=pk).first()

@@ -10,6 +10,7 @@ from django.db import transaction
 from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
+from checkpoints import sections
 from notifications import events as notify
 from quests import limits
 from quests.engine import writes
@@ -23,6 +24,7 @@ from quests.services.errors import Conflict, InvalidInput, require_within
 from quests.services.locking import lock_mission, refuse_unless_active
 from quests.services.missions import has_pending
 from quests.services.runs import run_end
+from quests.services.savestate import apply_sections, ensure_current, read_sections
 from quests.services.snapshots import state_changed
 from quests.services.standing import standing_decision_make, standing_decisions_apply
 
@@ -90,12 +92,12 @@ def _request(
         approvals = _ask(actor, mission, run, items)
         actions = ", ".join(approval.action for approval in approvals)
         wait_for_the_person(mission, run, actor, f"Waiting for approval to {actions}")
-        _checkpoint(mission, run, approvals, agent_state)
+        applied = _checkpoint(mission, run, approvals, agent_state)
         # Every question a standing decision answered: nothing waits, the next run may start. One
         # of these still pending says the mission waits, with no need to look.
         if all(approval.status != ApprovalStatus.PENDING for approval in approvals):
             settle(mission, actor=actor)
-        state_changed(mission, "approval", key=keyed, made_id=approvals[0].pk)  # the key remembered with the save
+        state_changed(mission, "approval", applied=applied, key=keyed, made_id=approvals[0].pk)  # the key remembered with the save
         return approvals, False
 
 
@@ -120,9 +122,9 @@ def approvals_add_while_waiting(*, actor: Actor, mission: Mission, items: list[d
     if mission.status != MissionStatus.WAITING_FOR_APPROVAL:
         raise Conflict("Only a mission waiting for approval can be asked more without a run.", code="invalid_transition", status=mission.status)
     approvals = _ask(actor, mission, None, items)
-    _checkpoint(mission, None, approvals, None)
+    applied = _checkpoint(mission, None, approvals, None)
     settle(mission, actor=actor)
-    state_changed(mission, "approval")
+    state_changed(mission, "approval", applied=applied)
     return approvals
 
 
@@ -151,11 +153,24 @@ def _ask(actor: Actor, mission: Mission, run: Run | None, items: list[dict[str, 
     return approvals
 
 
-def _checkpoint(mission: Mission, run: Run | None, approvals: list[Approval], agent_state: dict[str, Any] | None) -> None:
-    checkpoint = take_checkpoint(mission, trigger="approval", run=run, agent_state=agent_state, changed="approval", beat=True)
+def _checkpoint(mission: Mission, run: Run | None, approvals: list[Approval], agent_state: dict[str, Any] | None) -> bool:
+    """The checkpoint the questions were asked at, which each approval then names. The sections an
+    approval changes are read once, before it: the checkpoint holds them as asked, and the current
+    document the same rows naming the checkpoint, given in memory. Says whether the current
+    document holds them so (else the caller's save reads them: a document just rebuilt)."""
+    rebuilt = ensure_current(mission)
+    read = {} if rebuilt else read_sections(mission.pk, sections.touched("approval"))
+    apply_sections(mission, read)
+    checkpoint = take_checkpoint(mission, trigger="approval", run=run, agent_state=agent_state, beat=True)
     Approval.objects.filter(pk__in=[approval.pk for approval in approvals]).update(checkpoint=checkpoint)
     for approval in approvals:
         approval.checkpoint = checkpoint
+    asked = {approval.pk for approval in approvals}
+    for row in read.get("approvals", []):
+        if row["id"] in asked:
+            row["checkpoint_id"] = checkpoint.pk
+    apply_sections(mission, read)
+    return not rebuilt
 
 
 def locked_for_person[T: (Approval, Milestone)](actor: Actor, model: type[T], pk: int) -> tuple[T, Mission]:

@@ -69,13 +69,15 @@ def pending_of(mission: Any) -> machine.Pending:
     )
 
 
-def resume_summary(mission: Mission) -> dict[str, Any]:
+def resume_summary(mission: Mission, pending: machine.Pending | None = None) -> dict[str, Any]:
     """What a person's mission page shows of the bundle: its next action, its sentence and its live
     records, by the bundle's own rules (the same Pending, `machine.next_action` and
     `machine.message`, the same live records), so the page says exactly what the next run is told.
     Two reads, whatever the size of the ledger, the milestones and the approvals the bundle
-    carries whole. `mission` must be current (the page has just read it)."""
-    pending = pending_of(Mission.objects.filter(pk=mission.pk).only("id").annotate(**pending_annotations()).get())
+    carries whole. `mission` must be current (the page has just read it), and so must `pending` if
+    given (read with it, as `pending_annotations`: then one read)."""
+    if pending is None:
+        pending = pending_of(Mission.objects.filter(pk=mission.pk).only("id").annotate(**pending_annotations()).get())
     live_records = list(_live_records(mission.pk))
     action = machine.next_action(mission, pending)
     return {"next_action": action, "message": machine.message(mission, action, pending), **_sections(live_records)}

@@ -17,7 +17,8 @@ from quests.models import Mission
 from quests.selectors.board import mission_version
 from quests.selectors.mission import HistoryWindow, MissionPage, mission_page
 from quests.selectors.people import recent_decisions
-from quests.services import missions
+from quests.services import machine, missions
+from quests.services.bundle import pending_annotations, pending_of
 from quests.web import HtmxHttpRequest
 from quests.web.live import poll_every
 from quests.web.pages import Problem, act, actor, answer, get_or_404, mission_url, page, query_number, render_page, unsent_problem
@@ -38,11 +39,20 @@ def history_window(request: HttpRequest) -> HistoryWindow:
     )
 
 
+def page_mission(request: HttpRequest, pk: int) -> tuple[Mission, machine.Pending]:
+    """The mission this page draws with what it waits for (the bundle's rules), in one read."""
+    mission = get_or_404(request, Mission, pk, annotations=pending_annotations())
+    return mission, pending_of(mission)
+
+
 @page("mission", TEMPLATE, fragments=FRAGMENTS)
-def mission_context(request: HttpRequest, pk: int, problem: Problem | None = None, *, mission: Mission | None = None) -> dict[str, Any]:
-    mission = mission or get_or_404(request, Mission, pk)
+def mission_context(
+    request: HttpRequest, pk: int, problem: Problem | None = None, *, mission: Mission | None = None, pending: machine.Pending | None = None
+) -> dict[str, Any]:
+    if mission is None:
+        mission, pending = page_mission(request, pk)
     window = history_window(request)
-    page_data = mission_page(mission, window)
+    page_data = mission_page(mission, window, pending)
     query = urlencode(window.query())
     inline = {("constraint", "add"), ("controls", pk), ("restore", pk)}
     inline |= {("approval", a.pk) for a in page_data.pending_approvals}
@@ -90,12 +100,13 @@ def window_links(base: str, page_data: MissionPage) -> dict[str, str | None]:
 @login_required
 @vary_on_headers("HX-Request")
 def mission_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
-    mission = get_or_404(request, Mission, pk)
-    since = request.GET.get("since")
-    if request.htmx and since and since == mission_version(mission):
-        return HttpResponse(status=204)
+    since = request.GET.get("since") if request.htmx else None
+    if since:
+        # A live page asking whether anything changed: the mission row alone says.
+        if since == mission_version(get_or_404(request, Mission, pk)):
+            return HttpResponse(status=204)
     problem = None if request.htmx else unsent_problem(request)
-    return render_page(request, TEMPLATE, mission_context(request, pk, problem, mission=mission), fragments=FRAGMENTS)
+    return render_page(request, TEMPLATE, mission_context(request, pk, problem), fragments=FRAGMENTS)
 
 
 @login_required

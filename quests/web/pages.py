@@ -67,10 +67,11 @@ def actor(request: HttpRequest) -> Actor:
     return Actor(user=request.user)
 
 
-def get_or_404(request: HttpRequest, model: type[M], pk: int) -> M:
-    """The object if this person may see it; another user's object is a 404 like a missing one."""
+def get_or_404(request: HttpRequest, model: type[M], pk: int, annotations: dict[str, Any] | None = None) -> M:
+    """The object if this person may see it (with `annotations` read along); another user's object
+    is a 404 like a missing one."""
     try:
-        return get_for(actor(request), model, pk)
+        return get_for(actor(request), model, pk, annotations=annotations)
     except NotFound:
         raise Http404(f"No {model._meta.verbose_name} with id {pk}.") from None
 
