@@ -10,7 +10,8 @@ it) and `get_tuple` (latest checkpoint); Questlog's storage write (`checkpoint_w
 state document, the mission's head and seq kept as the service keeps them), the service checkpoint
 (`records.checkpoint_create` in a started run, a fresh idempotency key per call), the resume bundle
 at 10 and at 2,000 checkpoints of history (every one written through the service: no copied rows),
-a checkpoint POSTed over HTTP to the web server by one agent in a loop, and an operation receipt
+a checkpoint POSTed over HTTP to the web server by one agent in a loop (through questlog_client, as
+an agent calls Questlog, and for reference through a bare httpx.Client), and an operation receipt
 (`operation_complete`) with 10 and with 1,000 operations in the ledger (bench/ledger.py). Timed paths run in
 alternating rounds (each round starts with the next path) so machine noise falls on all alike.
 Once the histories are written, the database is vacuumed and analyzed (`common.vacuum`), as
@@ -201,32 +202,49 @@ def checkpoint_paths(saver: PostgresSaver, actor) -> dict[str, float]:
 
 
 def http_checkpoints(saver: PostgresSaver) -> None:
+    """One agent POSTing checkpoints in a loop, through Questlog's own client (`questlog_client`,
+    what an agent calls Questlog with, and what QuestlogSaver runs on: the goal's figure) and through
+    a bare `httpx.Client` on a run of its own (the figure earlier runs gave), in the same rounds as
+    PostgresSaver's put."""
     import server
+
+    from questlog_client.core import Connection
 
     web = server.start_server(BENCH_URL)
     try:
-        agent = server.Agent(web.url, server.agent_token("http"))
-        started = agent.start("http checkpoints")
-        assert started is not None, agent.failures
-        _, run_id = started
+        token = server.agent_token("http")
+        agent = server.Agent(web.url, token)
+        connection = Connection(web.url, token)
+        started, started_bare = agent.start("http checkpoints"), agent.start("http checkpoints, bare httpx")
+        assert started is not None and started_bare is not None, agent.failures
+        (_, run_id), (_, bare_run_id) = started, started_bare
         http_state = common.AgentState(keys=KEYS, key_bytes=KEY_BYTES, seed=99)
+        bare_state = common.AgentState(keys=KEYS, key_bytes=KEY_BYTES, seed=95)
         lg_state = common.AgentState(keys=KEYS, key_bytes=KEY_BYTES, seed=98)
         thread = Thread(saver, f"http-{uuid.uuid4().hex[:8]}")
+
+        def client_checkpoint(state: dict) -> None:
+            connection.request("POST", f"runs/{run_id}/checkpoints", {"agent_state": state, "key": server.key()})
+
         paths = {
-            "http": lambda: (lambda s: timed(lambda: agent.checkpoint(run_id, s)))(http_state.next()[0]),
+            "http": lambda: (lambda s: timed(lambda: client_checkpoint(s)))(http_state.next()[0]),
+            "bare": lambda: (lambda s: timed(lambda: agent.checkpoint(bare_run_id, s)))(bare_state.next()[0]),
             "put": lambda: thread.put(*lg_state.next()),
         }
-        with common.phase(f"{ROUNDS} alternating rounds of {HTTP_SAMPLES} HTTP checkpoints and puts"):
+        with common.phase(f"{ROUNDS} alternating rounds of {HTTP_SAMPLES} HTTP checkpoints of each client and puts"):
             took = rounds(paths, count=ROUNDS, samples=HTTP_SAMPLES)
+        connection.close()
         agent.close()
         if agent.failures:
             raise RuntimeError("non-2xx answers:\n" + "\n".join(agent.failures[:20]))
     finally:
         web.stop()
-    print(f"\n== a checkpoint POSTed over HTTP, one agent in a loop (make serve, workers: {server.WORKERS})")
+    print(f"\n== a checkpoint POSTed over HTTP through questlog_client, one agent in a loop (make serve, workers: {server.WORKERS})")
     put = show("PostgresSaver put (same run)", took["put"])
     http = show("POST /api/v1/runs/{id}/checkpoints", took["http"])
+    bare = show("the same POST through a bare httpx.Client", took["bare"])
     common.figure("HTTP checkpoint vs put (speed)", put / http, "×", ".2f")
+    common.figure("HTTP checkpoint through a bare httpx.Client vs put (speed)", put / bare, "×", ".2f")
     common.load_note()
     goal("HTTP checkpoint, one agent, vs PostgresSaver put (speed)", put / http, ">=", 0.25)
     ISSUE_20.append(("checkpoint POSTed over HTTP vs put (speed)", put / http, ">=", 0.15))

@@ -49,6 +49,7 @@ def test_bench_vs_langgraph_prints_every_path_and_goal(bench_env):
         "Questlog resume_bundle, 10 checkpoints:",
         "Questlog resume_bundle, 100 checkpoints:",
         "POST /api/v1/runs/{id}/checkpoints:",
+        "the same POST through a bare httpx.Client:",
         "bytes per checkpoint",
         "Questlog / PostgresSaver:",
         "QuestlogSaver put (POST /api/v1/langgraph/checkpoints):",
