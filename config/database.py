@@ -76,12 +76,19 @@ def database_settings(environ: Mapping[str, str], default_url: str, *, may_pool:
         options = config.setdefault("OPTIONS", {})
         # libpq's startup options: the server applies them as the session opens.
         options["options"] = f"{options.get('options', '')} -c statement_timeout={statement_timeout * 1000}".strip()
-    # psycopg prepares a statement the first time a server-side binding cursor runs it: only the
-    # storage engine's cursors bind server-side (quests/engine/runner.py), so only its fixed hot
-    # statements are prepared; Django's own queries keep client-side binding and are never prepared.
-    # A negative value turns preparing off (a pooler in transaction mode cannot keep prepared statements).
-    prepare = env_int(environ, "QUESTLOG_DB_PREPARE_THRESHOLD", 0)
-    config.setdefault("OPTIONS", {}).setdefault("prepare_threshold", prepare if prepare >= 0 else None)
+    # Every query binds its parameters server-side (QUESTLOG_DB_SERVER_SIDE_BINDING=0: Django's
+    # client-side binding), so psycopg can prepare it: the storage engine's fixed statements the
+    # first time they run (quests/engine/runner.py), Django's own once the same text has run
+    # QUESTLOG_DB_PREPARE_THRESHOLD times on the connection (psycopg's default, 5). A page's
+    # fixed-shape queries are then parsed and planned once per connection, not on every view: the
+    # mission page 42.1 -> 37.8 ms in process (bench/profile_page.py). Not at the first run: a
+    # migration's statement may hold several commands, which cannot be prepared, and runs once.
+    # A negative threshold turns preparing off, the engine's too (a pooler in transaction mode
+    # cannot keep prepared statements).
+    prepare = env_int(environ, "QUESTLOG_DB_PREPARE_THRESHOLD", 5)
+    options = config.setdefault("OPTIONS", {})
+    options.setdefault("prepare_threshold", prepare if prepare >= 0 else None)
+    options.setdefault("server_side_binding", env_int(environ, "QUESTLOG_DB_SERVER_SIDE_BINDING", 1) != 0)
     pool_size = env_int(environ, "QUESTLOG_DB_POOL_SIZE", 0)
     if may_pool and pool_size > 0:
         from psycopg_pool import ConnectionPool

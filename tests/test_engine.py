@@ -392,9 +392,32 @@ def test_postgresql_connections_prepare_the_engines_statements_unless_turned_off
     from config.database import database_settings
 
     url = "postgres://questlog:questlog@127.0.0.1:5432/questlog"
-    assert database_settings({}, url, may_pool=False)["OPTIONS"]["prepare_threshold"] == 0
+    options = database_settings({}, url, may_pool=False)["OPTIONS"]
+    # Django's own queries once their text has run a few times (not a one-off migration's, which
+    # may hold several commands); the engine's at their first run (the next test).
+    assert options["prepare_threshold"] == 5 and options["server_side_binding"] is True
     assert database_settings({"QUESTLOG_DB_PREPARE_THRESHOLD": "-1"}, url, may_pool=False)["OPTIONS"]["prepare_threshold"] is None
+    assert database_settings({"QUESTLOG_DB_SERVER_SIDE_BINDING": "0"}, url, may_pool=False)["OPTIONS"]["server_side_binding"] is False
     assert "prepare_threshold" not in database_settings({}, "sqlite:///x.sqlite3", may_pool=False)["OPTIONS"]
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="prepared statements are PostgreSQL's")
+@pytest.mark.parametrize("threshold", [5, None])
+def test_an_engine_statement_is_prepared_at_its_first_run_unless_preparing_is_off(threshold):
+    from quests.engine import runner
+
+    connection.ensure_connection()
+    before = connection.connection.prepare_threshold
+    connection.connection.prepare_threshold = threshold
+    try:
+        statement = f"SELECT %(n)s::int + {uuid.uuid4().int % 10**9}"  # a text this connection never ran
+        assert runner.fetch(statement, {"n": 1})
+        with connection.cursor() as c:
+            c.execute("SELECT count(*) FROM pg_prepared_statements WHERE statement LIKE %s", [statement.replace("%(n)s", "$1")])
+            prepared = c.fetchone()[0]
+    finally:
+        connection.connection.prepare_threshold = before
+    assert prepared == (1 if threshold is not None else 0)
 
 
 def test_psycopg_parses_each_statement_once_per_process():

@@ -135,3 +135,21 @@ def test_the_mission_page_confirms_a_decision_made_there_with_undo(alice_client,
         HTTP_HX_TARGET="mission-body",
     ).content.decode()
     assert f'id="approval-{approval.pk}"' in undone and 'data-status="waiting_for_approval"' in undone
+
+
+def test_the_mission_page_confirms_a_decision_and_reads_none_where_nothing_was_decided(alice_client, alice):
+    """The page reads the person's recent decisions only on a quest where something was decided or
+    reviewed: as a quest first waits (nothing decided yet) that read is two queries saved."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    mission, approval = waiting_on_approval(alice, "Ship the pricing page")
+    with CaptureQueriesContext(connection) as undecided:
+        body = alice_client.get(f"/missions/{mission.pk}/").content.decode()
+    assert "You approved" not in body
+    assert not [q for q in undecided.captured_queries if "decided_by_id" in q["sql"] and "decided_at" in q["sql"] and ">=" in q["sql"]]
+    decide(alice_client, approval, decision="approve")
+    with CaptureQueriesContext(connection) as decided:
+        body = alice_client.get(f"/missions/{mission.pk}/").content.decode()
+    assert "You approved “deploy to production”." in body and ">Undo</button>" in body
+    assert len(decided) == len(undecided) + 2

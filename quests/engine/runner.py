@@ -2,10 +2,10 @@
 
 The statements go through Django's cursor wrappers, so they are part of Django's transaction,
 its query log (the query budgets count them) and its execute wrappers (the request deadline). On
-PostgreSQL the cursor binds server-side, whatever the connection's default: psycopg then
-prepares each statement on the connection (`prepare_threshold` in config/database.py), so a
-hot statement is parsed and planned once per connection instead of once per call. Django's own
-queries keep their client-side binding."""
+PostgreSQL the cursor binds server-side, whatever the connection's default, and psycopg prepares
+each statement the first time it runs on the connection (unless preparing is off:
+`prepare_threshold` in config/database.py), so a hot statement is parsed and planned once per
+connection instead of once per call."""
 
 import json
 import re
@@ -40,12 +40,27 @@ def cursor():
     db = _db()
     if db.vendor != "postgresql":
         return db.cursor()
-    from django.db.backends.postgresql.base import ServerBindingCursor
-
     db.ensure_connection()
-    raw = ServerBindingCursor(db.connection)
+    raw = _preparing_cursor()(db.connection)
     # Django's own wrapping (query log, execute wrappers), as `connection.cursor()` does it.
     return db.make_debug_cursor(raw) if db.queries_logged else db.make_cursor(raw)
+
+
+@cache
+def _preparing_cursor() -> type:
+    """A server-side binding cursor that prepares what it runs at once, not after the
+    connection's threshold of runs; nothing when the connection prepares nothing."""
+    from django.db.backends.postgresql.base import ServerBindingCursor
+
+    base: Any = ServerBindingCursor  # a psycopg Cursor, which django-stubs does not describe
+
+    class PreparingCursor(base):
+        def execute(self, query: Any, params: Any = None, *, prepare: bool | None = None, binary: bool | None = None) -> Any:
+            if prepare is None and self.connection.prepare_threshold is not None:
+                prepare = True
+            return super().execute(query, params, prepare=prepare, binary=binary)
+
+    return PreparingCursor
 
 
 def bound(statement: str, params: Mapping[str, Any]) -> dict[str, Any]:

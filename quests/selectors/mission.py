@@ -299,6 +299,11 @@ class MissionPage:
         return self.decided_total - len(self.decided_approvals)
 
     @property
+    def has_decisions(self) -> bool:
+        """Whether any approval of the quest was decided or any milestone reviewed (or set aside)."""
+        return self.decided_total > 0 or self.reviewed_total > 0
+
+    @property
     def reviewed_shown(self) -> int:
         return sum(not m.is_awaiting_review for m in self.milestones)
 

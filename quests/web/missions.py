@@ -71,7 +71,8 @@ def mission_context(
         "page_url": mission_url(page_data.mission.pk) + (f"?{query}" if query else ""),
         "window_query": query,
         # What the person just decided here, with Undo while the agent has not started again.
-        "just_decided": recent_decisions(request.user, mission_id=page_data.mission.pk),
+        # (Nothing to read on a quest where nothing was ever decided or reviewed, as it first waits.)
+        "just_decided": recent_decisions(request.user, mission_id=page_data.mission.pk) if page_data.has_decisions else [],
         "undo_seconds": settings.QUESTLOG_UNDO_SECONDS,
         "links": window_links(mission_url(page_data.mission.pk), page_data),
     }
