@@ -1,7 +1,11 @@
 """gunicorn's configuration for `make serve` (scripts/serve), read from the environment.
 
-Threaded workers (gthread): a request mostly waits on PostgreSQL, so a few threads per process
-serve more requests than more processes would, for less memory. The app is loaded once, in the
+Threaded workers (gthread), one process per CPU with two threads each by default: while one
+thread waits on PostgreSQL the other computes, and no more Python runs at once than there are
+CPUs to run it. Measured on a 2-CPU machine with bench/load.py (8 agents and a person, one
+process per CPU against the former 2 × CPUs + 1 processes of 4 threads): the same requests/s,
+the agents' calls as fast, and the person's pages no longer time-sliced among five processes
+(mission page p99 98-143 ms against 139-234 ms over runs of both on the same code). The app is loaded once, in the
 arbiter (preload_app), and warmed up there and in each worker before it accepts
 (config/warmup.py), so that no agent's first call to a fresh worker pays for imports and
 connections. The arbiter's database connections are closed before each fork: each process opens
@@ -38,12 +42,12 @@ wsgi_app = "config.wsgi:application"
 preload_app = True
 bind = bind_addresses(os.environ)
 worker_class = "gthread"
-workers = _int("QUESTLOG_WEB_WORKERS", 2 * _cpus() + 1)
+workers = _int("QUESTLOG_WEB_WORKERS", _cpus())
 # Several workers counting the throttles each in their own memory would let workers × the limit
 # through: refused here, before any worker boots (scripts/serve picks a shared cache by default).
 if refusal := per_process_cache_refusal(os.environ, workers):
     sys.exit(refusal)
-threads = _int("QUESTLOG_WEB_THREADS", 4)
+threads = _int("QUESTLOG_WEB_THREADS", 2)
 # A worker silent this long is killed and replaced. A gthread worker stays alive while one of its
 # threads is busy, so one request is bounded by the database deadlines and QUESTLOG_REQUEST_TIMEOUT
 # (config/database.py), which are kept below this.
