@@ -63,3 +63,29 @@ def test_board_cards_tell_two_quests_of_the_same_title_apart(alice_client, alice
     body = alice_client.get("/").content.decode()
     assert f"Quest {older.pk} · started" in body and f"Quest {newer.pk} · started" in body
     assert body.count("last activity <time datetime=") == 2
+
+
+def test_the_quest_filter_offers_a_bounded_list_the_busiest_quests_and_the_chosen_one(alice_client, alice, monkeypatch):
+    """Issue 13: the inbox's size does not grow with the number of quests that wait. Past
+    INBOX_QUEST_CHOICES the filter lists those with the most waiting (and always the one chosen)
+    and says that others exist."""
+    from quests.selectors import people
+
+    monkeypatch.setattr(people, "INBOX_QUEST_CHOICES", 3)
+    agent = agent_for(alice)
+    quests = [waiting_on_approval(alice, f"Quest {letter}", agent=agent) for letter in "ABCDE"]
+    busiest, approval = quests[4]  # "Quest E": last by title, first by what waits
+    approval.pk = None
+    approval.save()
+    body = alice_client.get("/approvals/").content.decode()
+    offered = [f"Quest {letter}" for letter in "ABCDE" if f">Quest {letter} (quest " in body]
+    assert offered == ["Quest A", "Quest B", "Quest E"]
+    assert 'id="inbox-quests-more"' in body
+    chosen = quests[3][0]
+    body = alice_client.get(f"/approvals/?quest={chosen.pk}").content.decode()
+    assert f'<option value="{chosen.pk}" selected>Quest D (quest {chosen.pk})</option>' in body
+    assert [f"Quest {letter}" for letter in "ABCDE" if f">Quest {letter} (quest " in body] == ["Quest A", "Quest D", "Quest E"]
+
+
+def test_the_quest_filter_says_nothing_more_when_it_lists_every_quest(alice_client, waiting):
+    assert 'id="inbox-quests-more"' not in alice_client.get("/approvals/").content.decode()

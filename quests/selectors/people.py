@@ -10,7 +10,8 @@ from typing import Any
 
 from django.conf import settings
 from django.core.paginator import Page, Paginator
-from django.db.models import Case, CharField, DateTimeField, F, IntegerField, Q, QuerySet, Value, When
+from django.db.models import Case, CharField, Count, DateTimeField, F, IntegerField, OuterRef, Q, QuerySet, Subquery, Value, When
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from quests.models import AgentToken, Approval, ApprovalStatus, MemoryProposal, Milestone, Mission, MissionStatus
@@ -22,6 +23,8 @@ from quests.services.audit import Actor
 INBOX_PAGE_SIZE = 25
 TOKENS_PAGE_SIZE = 25
 MISSION_CHOICES = 20
+# The inbox's quest filter offers at most this many quests.
+INBOX_QUEST_CHOICES = 30
 
 
 # ---- inbox -------------------------------------------------------------------------------------
@@ -131,13 +134,40 @@ def inbox(user, page: Any = 1, narrowed: InboxFilter = InboxFilter()) -> InboxPa
     return InboxPage(items=items, page=numbers, total=total, proposals=memory_proposals_waiting(user).count())
 
 
-def inbox_quests(user) -> list[Mission]:
-    """The quests something waits in, for the inbox's quest filter: one query. Their ids are one
-    UNION, so the database reads the missions by key; `IN (…) OR IN (…)` read every mission of
-    every person (a sequential scan: 12 ms at 26,000 missions, 0.1 ms this way)."""
+@dataclass
+class QuestChoices:
+    """The quests the inbox's filter offers, and whether more have something waiting."""
+
+    quests: list[Mission]
+    more: bool
+
+
+def inbox_quests(user, chosen: int | None = None) -> QuestChoices:
+    """The quests something waits in, for the inbox's quest filter: at most INBOX_QUEST_CHOICES,
+    those with the most waiting first, the one chosen always among them (one query). A person with
+    thousands of quests waiting would otherwise get a list of thousands (issue 13: a page's size
+    must not grow with the data); any other quest's items are a link away on its own page. Their
+    ids are one UNION, so the database reads the missions by key; `IN (…) OR IN (…)` read every
+    mission of every person (a sequential scan: 12 ms at 26,000 missions, 0.1 ms this way)."""
     approvals, milestones = inbox_approvals(user), inbox_milestones(user)
     waiting_in = approvals.values("mission_id").union(milestones.values("mission_id"))
-    return list(Mission.objects.filter(pk__in=waiting_in).only("id", "title", "created_at").order_by("title", "id"))
+    found: list[Mission] = list(
+        Mission.objects.filter(pk__in=waiting_in)
+        .annotate(
+            is_chosen=Case(When(pk=chosen, then=1), default=0, output_field=IntegerField()),
+            waiting=_waiting_count(approvals) + _waiting_count(milestones),
+        )
+        .only("id", "title", "created_at")
+        .order_by("-is_chosen", "-waiting", "title", "id")[: INBOX_QUEST_CHOICES + 1]
+    )
+    shown = sorted(found[:INBOX_QUEST_CHOICES], key=lambda m: (m.title, m.pk))
+    return QuestChoices(quests=shown, more=len(found) > INBOX_QUEST_CHOICES)
+
+
+def _waiting_count(waiting: QuerySet) -> Coalesce:
+    """How many of `waiting` belong to the outer query's mission."""
+    per_mission = waiting.filter(mission_id=OuterRef("pk")).order_by().values("mission_id").annotate(n=Count("pk")).values("n")
+    return Coalesce(Subquery(per_mission, output_field=IntegerField()), 0)
 
 
 # What a decision did, in the words of the confirmation (the approval's or milestone's status).

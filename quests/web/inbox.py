@@ -44,7 +44,7 @@ def inbox_context(request: HttpRequest, problem: Problem | None = None) -> dict[
         "total": waiting.total,
         "proposals": waiting.proposals,
         "narrowed": narrowed,
-        "quests": people.inbox_quests(request.user),
+        "quests": people.inbox_quests(request.user, narrowed.mission_id),
         "kinds": people.INBOX_KINDS,
         # The pager's links keep the filter.
         "filter_query": urlencode(query),
