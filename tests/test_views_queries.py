@@ -173,12 +173,30 @@ def test_the_mission_and_checkpoint_pages_make_the_same_queries_for_10_and_300_c
 
 
 def test_a_quest_without_milestones_skips_the_milestones_window(client, alice):
-    """Its kind and status counts say there is nothing to list: the numbered window is not asked for,
-    and the page says so as it did."""
+    """The page's read of its mission says there is none: neither the kind and status counts nor
+    the numbered window is asked for, and the page says so as it did."""
     client.force_login(alice)
     mission, _ = running(alice, "No milestones yet")
     without = queries(client, f"/missions/{mission.pk}/")
     milestones_of(mission, pending_review=1)
-    assert queries(client, f"/missions/{mission.pk}/") == without + 1
+    assert queries(client, f"/missions/{mission.pk}/") == without + 2
     page = client.get(f"/missions/{running(alice, 'Still none')[0].pk}/").content.decode()
     assert "No milestone claimed yet." in page
+
+
+def test_a_quest_without_constraints_or_standing_decisions_skips_their_lists(client, alice):
+    """The page's read of its mission says which lists it has at all: a quest with none of these
+    sends neither query, and one with them shows them."""
+    from quests.models import StandingDecision
+    from quests.services import missions
+
+    client.force_login(alice)
+    mission, _ = missions.mission_create(actor=agent_for(alice), title="Nothing set yet", objective="Find a venue.")
+    url = f"/missions/{mission.pk}/"
+    without = queries(client, url)
+    missions.constraint_add(actor=person(alice), mission_id=mission.pk, text="Keep the budget under 500 EUR.")
+    assert queries(client, url) == without + 1
+    StandingDecision.objects.create(mission=mission, action="send the weekly report", decision="approve")
+    assert queries(client, url) == without + 2
+    page = client.get(url).content.decode()
+    assert "Keep the budget under 500 EUR." in page and "send the weekly report" in page

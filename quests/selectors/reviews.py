@@ -44,13 +44,14 @@ class MilestoneWindow:
     progress: dict[str, int]
 
 
-def milestone_window(mission: Mission) -> MilestoneWindow:
+def milestone_window(mission: Mission, *, any_claimed: bool = True) -> MilestoneWindow:
     """Two queries whatever the number of milestones: the number of milestones of each kind and
     review status, which is all the progress rule needs, and the rows shown (numbered newest first
     on each side of "awaiting review", and among the approved ones for the badges). A quest that
     has claimed none (most of them, for most of their life) needs only the first: its numbered
-    window costs more to compile than the rest of a page section."""
-    counts = mission.milestones.kind_status_counts()
+    window costs more to compile than the rest of a page section. `any_claimed` False (the caller
+    knows the mission has none): no query."""
+    counts = mission.milestones.kind_status_counts() if any_claimed else {}
     progress = mission.progress_of_counts(counts.items())
     if not counts:
         return MilestoneWindow(listed=[], reviewed_total=0, badges=[], progress=progress)

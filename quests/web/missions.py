@@ -15,7 +15,7 @@ from checkpoints.models import Checkpoint
 from quests.forms import RestoreForm
 from quests.models import Mission
 from quests.selectors.board import mission_version
-from quests.selectors.mission import HistoryWindow, MissionPage, mission_page
+from quests.selectors.mission import HistoryWindow, MissionPage, mission_page, presence_annotations
 from quests.selectors.people import recent_decisions
 from quests.services import machine, missions
 from quests.services.bundle import pending_annotations, pending_of
@@ -40,8 +40,9 @@ def history_window(request: HttpRequest) -> HistoryWindow:
 
 
 def page_mission(request: HttpRequest, pk: int) -> tuple[Mission, machine.Pending]:
-    """The mission this page draws with what it waits for (the bundle's rules), in one read."""
-    mission = get_or_404(request, Mission, pk, annotations=pending_annotations())
+    """The mission this page draws with what it waits for (the bundle's rules) and which of its
+    lists it has at all, in one read."""
+    mission = get_or_404(request, Mission, pk, annotations=pending_annotations() | presence_annotations())
     return mission, pending_of(mission)
 
 
