@@ -5,11 +5,11 @@ thread waits on PostgreSQL the other computes, and no more Python runs at once t
 CPUs to run it. Measured on a 2-CPU machine with bench/load.py (8 agents and a person, one
 process per CPU against the former 2 × CPUs + 1 processes of 4 threads): the same requests/s,
 the agents' calls as fast, and the person's pages no longer time-sliced among five processes
-(mission page p99 98-143 ms against 139-234 ms over runs of both on the same code). The app is loaded once, in the
-arbiter (preload_app), and warmed up there and in each worker before it accepts
-(config/warmup.py), so that no agent's first call to a fresh worker pays for imports and
-connections. The arbiter's database connections are closed before each fork: each process opens
-its own, so no connection or psycopg pool is ever shared across processes. With
+(mission page p99 98-153 ms over seven runs against 139-234 ms over three, each configuration
+run on the same two versions of the code). The app is loaded once, in the arbiter (preload_app),
+and warmed up there and in each worker before it accepts (config/warmup.py), so that no agent's
+first call to a fresh worker pays for imports and connections. The arbiter's database connections
+are closed before each fork: each process opens its own, so no connection or psycopg pool is ever shared across processes. With
 QUESTLOG_DB_POOL_SIZE > 0, give the pool at least as many connections as a worker has threads.
 """
 

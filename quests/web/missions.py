@@ -47,11 +47,8 @@ def page_mission(request: HttpRequest, pk: int) -> tuple[Mission, machine.Pendin
 
 
 @page("mission", TEMPLATE, fragments=FRAGMENTS)
-def mission_context(
-    request: HttpRequest, pk: int, problem: Problem | None = None, *, mission: Mission | None = None, pending: machine.Pending | None = None
-) -> dict[str, Any]:
-    if mission is None:
-        mission, pending = page_mission(request, pk)
+def mission_context(request: HttpRequest, pk: int, problem: Problem | None = None) -> dict[str, Any]:
+    mission, pending = page_mission(request, pk)
     window = history_window(request)
     page_data = mission_page(mission, window, pending)
     query = urlencode(window.query())
