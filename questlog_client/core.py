@@ -20,9 +20,11 @@ import random
 import re
 import time
 import uuid
+from json import dumps as json_dumps
 from typing import Any
 
 import httpx
+import orjson
 
 from questlog_client import errors
 
@@ -31,6 +33,10 @@ USER_AGENT = b"questlog-client"
 URLS_KEPT = 256
 # What `new_key` makes: a key the caller did not choose, unique to one call.
 GENERATED_KEY = re.compile(r"ql-[0-9a-f]{32}")
+JSON_CONTENT_TYPE = "application/json"
+# What orjson hands back to us (and so refuses, having no `default`) instead of writing it its own
+# way: dataclasses, dates and times, and subclasses of str, int, dict and list (an Enum of str).
+_AS_JSON_WRITES = orjson.OPT_PASSTHROUGH_DATACLASS | orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_SUBCLASS
 
 
 def new_key() -> str:
@@ -72,6 +78,7 @@ class Connection:
             transport=self._transport,
         )
         self._headers = [(b"Authorization", f"Bearer {token}".encode()), (b"Accept", b"application/json"), (b"User-Agent", USER_AGENT)]
+        self._json_headers = [*self._headers, (b"Content-Type", JSON_CONTENT_TYPE.encode())]
         self._extensions = {"timeout": self._http.timeout.as_dict()}
         self._urls: dict[str, httpx.URL] = {}
 
@@ -92,7 +99,8 @@ class Connection:
         URL, the token, the JSON body, the timeout), without the client's cookie, auth and redirect
         handling, which an agent's calls never use: that handling was a third of the client's CPU
         per call (a LangGraph put's, profiled)."""
-        request = httpx.Request(method, self._url(path), headers=self._headers, json=json, extensions=self._extensions)
+        headers, content = (self._headers, None) if json is None else (self._json_headers, json_body(json))
+        request = httpx.Request(method, self._url(path), headers=headers, content=content, extensions=self._extensions)
         response = self._transport.handle_request(request)
         try:
             response.read()
@@ -180,10 +188,32 @@ def sent(send: Any, method: str, path: str, json: dict[str, Any] | None) -> Outc
 
 
 async def asent(send: Any, method: str, path: str, json: dict[str, Any] | None) -> Outcome:
+    body = {"content": json_body(json), "headers": {"Content-Type": JSON_CONTENT_TYPE}} if json is not None and method != "GET" else {}
     try:
-        return await send(method, path, json=json if method != "GET" else None), None
+        return await send(method, path, **body), None
     except httpx.TransportError as exc:
         return None, exc
+
+
+def json_body(value: Any) -> bytes:
+    """The JSON text of a request's body, as httpx writes `json=` (json.dumps, compact, NaN and
+    infinities refused, UTF-8), written by orjson when it surely writes the same value: json took
+    ~0.1 ms of an agent's CPU for a checkpoint's 12 KB, orjson a tenth of it, and reading the text
+    back to compare it with the value costs less than the difference. Where orjson would write
+    something json refuses or writes otherwise (NaN and infinities as null, a UUID or an Enum as its
+    value, a tuple, a key that is not text, an integer past 64 bits), the value is written, or
+    refused, by json as before."""
+    try:
+        written = orjson.dumps(value, option=_AS_JSON_WRITES)
+    except orjson.JSONEncodeError:
+        return _json_as_httpx_writes(value)
+    if orjson.loads(written) != value:
+        return _json_as_httpx_writes(value)
+    return written
+
+
+def _json_as_httpx_writes(value: Any) -> bytes:
+    return json_dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode("utf-8")
 
 
 def answer(method: str, path: str, response: httpx.Response | None, failure: httpx.TransportError | None) -> tuple[int, Any]:

@@ -172,6 +172,13 @@ def _plainly_storable(value: dict | list, max_depth: int | None) -> bool:
     return is_storable_text("".join(texts))
 
 
+def may_escape(text: str) -> bool:
+    """Whether JSON text holds a \\u escape: the only way unstorable text (a NUL, a lone surrogate)
+    can arrive once `decoded` has read it. Most bodies hold no backslash at all, which one pass
+    finds several times faster than a search for the two characters (~10 µs for 12 KB)."""
+    return "\\" in text and "\\u" in text
+
+
 def decoded(body: bytes, *, subject: str = "The JSON") -> str:
     """A JSON text sent as bytes, as text: in the encoding JSON allows (UTF-8, or UTF-16 or 32 by
     its first bytes), strictly. json.loads would decode a surrogate's bytes into a lone surrogate
@@ -261,7 +268,7 @@ def _parsed_quickly(text: str) -> Any:
     than the text exactly when a key was repeated), and an integer past 64 bits, which orjson reads
     as a float (its digits are not written back). Digits inside strings, such as LangGraph's
     zero-padded channel versions, are written back and leave the reading to orjson."""
-    if "\\u" in text:
+    if may_escape(text):
         return _UNSURE
     raw = text.encode()
     try:
@@ -271,7 +278,8 @@ def _parsed_quickly(text: str) -> Any:
         return _UNSURE
     if written.count(b":") != raw.count(b":"):
         return _UNSURE
-    if _long_digit_runs(raw) != _long_digit_runs(written):
+    # Runs can only be lost as the value is written back, never gained: text without one is sure.
+    if (runs := _long_digit_runs(raw)) and runs != _long_digit_runs(written):
         return _UNSURE
     return value
 

@@ -410,6 +410,47 @@ def test_a_call_goes_out_as_json_with_the_token_and_its_answer_comes_back_decode
     connection.close()
 
 
+def test_a_body_is_the_json_httpx_would_send_and_what_json_refuses_is_still_refused():
+    """Bodies are written by orjson when it writes the value json would, else by json as httpx does:
+    the same text for plain values, and the same refusal (or the same text) for the rest."""
+    import dataclasses
+    import datetime
+    import enum
+    import json
+    import uuid
+
+    from questlog_client.core import json_body
+
+    class Kind(enum.Enum):
+        EMAIL = "email"
+
+    class Tier(enum.IntEnum):
+        GOLD = 1
+
+    class Named(enum.StrEnum):
+        LAKESIDE = "lakeside"
+
+    @dataclasses.dataclass
+    class Venue:
+        name: str
+
+    def as_httpx(value):
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
+
+    plain = {"agent_state": {"é": "Café ☕", "n": [1, 2.5, -0.0, None, True], "deep": [[{"x": 10**18}]]}, "key": "k"}
+    assert json_body(plain) == as_httpx(plain)
+    # Written by json as before, to the same text: what orjson writes otherwise or refuses.
+    for value in ({"t": (1, 2)}, {"k": {1: "one"}}, {"big": 2**70}, {"tier": Tier.GOLD}, {"venue": Named.LAKESIDE}):
+        assert json.loads(json_body(value)) == json.loads(as_httpx(value)), value
+    # Refused as before, not sent as null or as a string.
+    for value in ({"x": float("nan")}, {"x": [float("inf")]}):
+        with pytest.raises(ValueError):
+            json_body(value)
+    for value in ({"id": uuid.uuid4()}, {"kind": Kind.EMAIL}, {"at": datetime.datetime.now()}, {"venue": Venue("Lakeside")}):
+        with pytest.raises(TypeError):
+            json_body(value)
+
+
 def test_connection_errors_surface_as_transport_errors_after_the_retries(token):
     with Questlog("http://127.0.0.1:9", token, retries=1, backoff=0.01) as client:
         with pytest.raises(TransportError):

@@ -36,7 +36,7 @@ class StorableJsonParser(Parser):
             raise ServiceError("The request needs a JSON object body.", code="invalid")
         # Both kinds of unstorable text can only arrive as \u escapes (storable.decoded refuses a
         # surrogate's bytes): most bodies skip the walk.
-        if "\\u" in text:
+        if storable.may_escape(text):
             try:
                 storable.check_json(data, subject="Text", max_depth=None)
             except storable.Unstorable as exc:
