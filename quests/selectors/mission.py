@@ -7,6 +7,7 @@ runs, approvals or milestones."""
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import cache
 from typing import Any
 
 from django.db.models import Case, Exists, OuterRef, Q, Subquery, Value, When
@@ -19,6 +20,7 @@ from quests.models import (
     Constraint,
     Milestone,
     Mission,
+    MissionQuerySet,
     MissionStatus,
     Run,
     StandingDecision,
@@ -27,7 +29,7 @@ from quests.selectors.ledger import LedgerWindow, ledger_window
 from quests.selectors.reviews import approvals, milestone_window
 from quests.selectors.tree import TREE_REACH, CheckpointTree, HistoryShape, Overview, branch_runs, checkpoint_tree, overview
 from quests.services import machine
-from quests.services.bundle import resume_summary
+from quests.services.bundle import pending_annotations, resume_summary
 
 CHECKPOINT_LIST_FIELDS = ("id", "mission_id", "run_id", "parent_id", "seq", "trigger", "verified", "note", "created_at", "hash", "size_bytes")
 TIMELINE_SIZE = 20
@@ -342,6 +344,16 @@ def presence_annotations() -> dict[str, Any]:
         "has_standing_decisions": Exists(StandingDecision.objects.filter(mission=OuterRef("pk"))),
         "has_milestones": Exists(Milestone.objects.filter(mission=OuterRef("pk"))),
     }
+
+
+@cache
+def mission_page_read() -> MissionQuerySet:
+    """The missions as the mission page reads its own: with what it waits for (the bundle's
+    `pending_annotations`) and which of its lists it has (`presence_annotations`). Built once per
+    process, for every view of the page: building and resolving its seven subqueries took ~1.1 ms of
+    the page's CPU each time (a queryset is never changed by what is applied to it: each filter
+    makes a copy)."""
+    return Mission.objects.annotate(**pending_annotations(), **presence_annotations())
 
 
 def _has(mission: Mission, what: str) -> bool:

@@ -1,9 +1,9 @@
 """The one place that decides whether a caller may see an object: another user's objects, and
 objects outside an agent token's mission, are 404 (existence is not leaked)."""
 
-from typing import Any, TypeVar, overload
+from typing import TypeVar, overload
 
-from django.db.models import Model, QuerySet
+from django.db.models import Manager, Model, QuerySet
 
 from checkpoints.models import Checkpoint, Operation
 from quests.models import Approval, MemoryItem, MemoryProposal, Milestone, Mission, MissionQuerySet, Run, StandingDecision
@@ -26,27 +26,29 @@ _MISSION_PATH: dict[type[Model], str] = {
 
 
 @overload
-def visible(actor: Actor, model: type[Mission]) -> MissionQuerySet: ...
+def visible(actor: Actor, model: type[Mission], among: QuerySet[Mission] | None = None) -> MissionQuerySet: ...
 @overload
-def visible(actor: Actor, model: type[M]) -> QuerySet[M]: ...
-def visible(actor: Actor, model: type[M]) -> QuerySet[M]:
+def visible(actor: Actor, model: type[M], among: QuerySet[M] | None = None) -> QuerySet[M]: ...
+def visible(actor: Actor, model: type[M], among: QuerySet[M] | None = None) -> QuerySet[M]:
+    """The objects of `model` the actor may see: all of them, or those of `among` (a queryset of
+    `model`, such as one a page annotates once per process)."""
+    rows: QuerySet[M] | Manager[M] = among if among is not None else model._default_manager
     if actor.user is None:
-        return model._default_manager.none()
+        return rows.none()
     if model is MemoryItem:
-        return model._default_manager.filter(owner=actor.user)
+        return rows.filter(owner=actor.user)
     path = _MISSION_PATH[model]
     prefix = f"{path}__" if path else ""
-    qs = model._default_manager.filter(**{f"{prefix}owner": actor.user})
+    qs = rows.filter(**{f"{prefix}owner": actor.user})
     if actor.token is not None and actor.token.mission_id is not None:
         qs = qs.filter(**{f"{prefix}pk" if not path else f"{path}_id": actor.token.mission_id})
     return qs
 
 
-def get_for(actor: Actor, model: type[M], pk: int, *, for_update: bool = False, annotations: dict[str, Any] | None = None) -> M:
-    """The object if `actor` may see it (else NotFound), with `annotations` read along with it."""
-    qs = visible(actor, model)
-    if annotations:
-        qs = qs.annotate(**annotations)
+def get_for(actor: Actor, model: type[M], pk: int, *, for_update: bool = False, among: QuerySet[M] | None = None) -> M:
+    """The object if `actor` may see it (else NotFound), read from `among` if given (a queryset of
+    `model` with what the caller reads along with it)."""
+    qs = visible(actor, model, among)
     if for_update:
         qs = qs.select_for_update(of=("self",))
     obj = qs.filter(pk=pk).first()

@@ -15,10 +15,10 @@ from checkpoints.models import Checkpoint
 from quests.forms import RestoreForm
 from quests.models import Mission
 from quests.selectors.board import mission_version
-from quests.selectors.mission import HistoryWindow, MissionPage, mission_page, presence_annotations
+from quests.selectors.mission import HistoryWindow, MissionPage, mission_page, mission_page_read
 from quests.selectors.people import recent_decisions
 from quests.services import machine, missions
-from quests.services.bundle import pending_annotations, pending_of
+from quests.services.bundle import pending_of
 from quests.web import HtmxHttpRequest
 from quests.web.live import poll_every
 from quests.web.pages import Problem, act, actor, answer, get_or_404, mission_url, page, query_number, render_page, unsent_problem
@@ -42,7 +42,7 @@ def history_window(request: HttpRequest) -> HistoryWindow:
 def page_mission(request: HttpRequest, pk: int) -> tuple[Mission, machine.Pending]:
     """The mission this page draws with what it waits for (the bundle's rules) and which of its
     lists it has at all, in one read."""
-    mission = get_or_404(request, Mission, pk, annotations=pending_annotations() | presence_annotations())
+    mission = get_or_404(request, Mission, pk, among=mission_page_read())
     return mission, pending_of(mission)
 
 

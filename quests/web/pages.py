@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
-from django.db.models import Model
+from django.db.models import Model, QuerySet
 from django.http import Http404, HttpRequest, HttpResponse, QueryDict
 from django.shortcuts import redirect, render
 from django.template.loader import render_to_string
@@ -67,11 +67,11 @@ def actor(request: HttpRequest) -> Actor:
     return Actor(user=request.user)
 
 
-def get_or_404(request: HttpRequest, model: type[M], pk: int, annotations: dict[str, Any] | None = None) -> M:
-    """The object if this person may see it (with `annotations` read along); another user's object
-    is a 404 like a missing one."""
+def get_or_404(request: HttpRequest, model: type[M], pk: int, among: QuerySet[M] | None = None) -> M:
+    """The object if this person may see it (read from `among` if given: `get_for`); another user's
+    object is a 404 like a missing one."""
     try:
-        return get_for(actor(request), model, pk, annotations=annotations)
+        return get_for(actor(request), model, pk, among=among)
     except NotFound:
         raise Http404(f"No {model._meta.verbose_name} with id {pk}.") from None
 
