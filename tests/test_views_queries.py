@@ -200,3 +200,34 @@ def test_a_quest_without_constraints_or_standing_decisions_skips_their_lists(cli
     assert queries(client, url) == without + 2
     page = client.get(url).content.decode()
     assert "Keep the budget under 500 EUR." in page and "send the weekly report" in page
+
+
+def test_a_page_query_built_once_numbers_each_mission_on_its_own():
+    """The mission page's approvals and ledger windows are built once per process and filtered on
+    the mission for each page: the filter goes to the numbered query's WHERE, so each mission's rows
+    are numbered among themselves, exactly as when the mission is filtered first."""
+    from django.db.models import Q
+
+    from checkpoints.models import Operation, OperationStatus
+    from quests.models import Approval, ApprovalStatus
+    from quests.selectors.common import newest_per_group
+    from quests.selectors.ledger import LEDGER_FIELDS, LEDGER_SHOWN, operations_shown
+    from quests.selectors.reviews import DECIDED_SHOWN, approvals_shown
+
+    pending, completed = Q(status=ApprovalStatus.PENDING), Q(status=OperationStatus.COMPLETED)
+    filtered_first = (
+        Approval.objects.filter(mission=7)
+        .select_related("decided_by")
+        .annotate(**newest_per_group(pending))
+        .filter(pending | Q(newest__lte=DECIDED_SHOWN))
+        .order_by("id")
+    )
+    assert str(approvals_shown().filter(mission=7).query) == str(filtered_first.query)
+    filtered_first = (
+        Operation.objects.filter(mission_id=7)
+        .only(*LEDGER_FIELDS)
+        .annotate(**newest_per_group(completed))
+        .filter(~completed | Q(newest__lte=LEDGER_SHOWN))
+        .order_by("-id")
+    )
+    assert str(operations_shown().filter(mission_id=7).query) == str(filtered_first.query)
