@@ -44,10 +44,11 @@ BUDGETS = {
     "run_complete": 10,
     # An approval's and a gated milestone's checkpoint refresh only the section their change
     # touches, never every section (issue 20): the budgets are the counts at both sizes. Each
-    # authenticates with its lock, and notifies in one statement. An approval's section is read once:
-    # the approvals name their checkpoint in the current document without reading them again.
-    "approval_request": 12,
-    "milestone_claim": 12,
+    # authenticates with its lock, which also takes the blob writers' guard for the checkpoint, and
+    # notifies in one statement. An approval's section is read once: the approvals name their
+    # checkpoint in the current document without reading them again.
+    "approval_request": 11,
+    "milestone_claim": 11,
 }
 AGENT_STATE = {f"k{i:02d}": {"text": "x" * 480, "n": i} for i in range(20)}
 

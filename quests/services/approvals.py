@@ -161,7 +161,8 @@ def _checkpoint(mission: Mission, run: Run | None, approvals: list[Approval], ag
     rebuilt = ensure_current(mission)
     read = {} if rebuilt else read_sections(mission.pk, sections.touched("approval"))
     apply_sections(mission, read)
-    checkpoint = take_checkpoint(mission, trigger="approval", run=run, agent_state=agent_state, beat=True)
+    # The run's lock took the blob writers' guard (`blobs_guarded`): no statement of its own for it.
+    checkpoint = take_checkpoint(mission, trigger="approval", run=run, agent_state=agent_state, beat=True, guarded=mission.blobs_guarded)
     Approval.objects.filter(pk__in=[approval.pk for approval in approvals]).update(checkpoint=checkpoint)
     for approval in approvals:
         approval.checkpoint = checkpoint
