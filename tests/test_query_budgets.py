@@ -36,19 +36,20 @@ BUDGETS = {
     # first save state with the snapshot request, the request marked published after commit, and
     # the answer's progress (its milestones counted)
     "mission_create": 5,
-    # authentication with the lock, the end (run, mission, audit events), the notification of a
-    # blocked mission with its deliveries (one statement: quests.engine.outbox), the head, the checkpoint
-    "run_stop": 5,
+    # authentication with the lock (which reads the head's agent state the stop's checkpoint carries
+    # over), the end (run, mission, audit events), the notification of a blocked mission with its
+    # deliveries (one statement: quests.engine.outbox), the checkpoint
+    "run_stop": 4,
     # … and a mission that ends with it: its retention policy, the pending approvals and milestones
     # it ends, and, after commit, its working state stamped with its expiry in one statement
-    "run_complete": 10,
+    "run_complete": 9,
     # An approval's and a gated milestone's checkpoint refresh only the section their change
     # touches, never every section (issue 20): the budgets are the counts at both sizes. Each
-    # authenticates with its lock, which also takes the blob writers' guard for the checkpoint, and
-    # notifies in one statement. An approval's section is read once: the approvals name their
+    # authenticates with its lock, which also takes the blob writers' guard for the checkpoint and
+    # reads the head's agent state it carries over, and notifies in one statement. An approval's section is read once: the approvals name their
     # checkpoint in the current document without reading them again.
-    "approval_request": 11,
-    "milestone_claim": 11,
+    "approval_request": 10,
+    "milestone_claim": 10,
 }
 AGENT_STATE = {f"k{i:02d}": {"text": "x" * 480, "n": i} for i in range(20)}
 

@@ -237,3 +237,27 @@ def test_the_record_watermark_is_the_newest_record_seen(agent):
     second, _ = records.record_create(actor=agent, run_id=run.pk, kind="note", text="two")
     assert save(agent, run, {}).record_watermark == second.pk
     assert Record.objects.count() == 2
+
+
+def test_a_system_checkpoint_carries_the_agent_state_the_runs_lock_read_while_it_is_the_head(agent):
+    """A checkpoint written after a run's lock (an approval's, a stop's) carries the head's agent
+    state as the lock read it, without reading the head again; once a checkpoint of the same
+    transaction moved the head, the new head's is carried."""
+    from django.db import connection, transaction
+    from django.test.utils import CaptureQueriesContext
+
+    from quests.services import tokens
+
+    run = start(agent, new_mission(agent))
+    save(agent, run, {"plan": "venues", "n": 1})
+    with transaction.atomic():
+        _, locked = tokens.run_locked_for(agent, run.pk)
+        locked_head = Checkpoint.objects.get(pk=locked.mission.head_checkpoint_id)
+        with CaptureQueriesContext(connection) as captured:
+            carried = take_checkpoint(locked.mission, trigger="stop", run=run, guarded=True)
+        assert not [q for q in captured.captured_queries if 'FROM "checkpoints_checkpoint"' in q["sql"]]  # the head is not read
+        assert (carried.agent_state_refs, carried.agent_state_bytes) == (locked_head.agent_state_refs, locked_head.agent_state_bytes)
+        moved = take_checkpoint(locked.mission, trigger="agent", run=run, agent_state={"plan": "book", "n": 2}, guarded=True)
+        after = take_checkpoint(locked.mission, trigger="stop", run=run, guarded=True)
+        assert (after.agent_state_refs, after.agent_state_bytes) == (moved.agent_state_refs, moved.agent_state_bytes)
+    assert checkpoint_agent_state(Checkpoint.objects.get(pk=after.pk)) == {"plan": "book", "n": 2}

@@ -16,7 +16,7 @@ from checkpoints import refmaps
 from checkpoints.pruning import BLOB_GC_LOCK
 from quests.engine import runner
 from quests.engine.sql import checkpoints as checkpoints_sql, runs as runs_sql, tokens as tokens_sql
-from quests.engine.writes import MISSION_WIDTH, RUN_WIDTH, Caller, Count, Credentials, Key, Locked, heartbeat, lock_run, locked_from_row
+from quests.engine.writes import LOCKED_WIDTH, RUN_WIDTH, Caller, Count, Credentials, Key, Locked, heartbeat, lock_run, locked_from_row
 from quests.models import AgentToken, Run
 
 
@@ -70,7 +70,7 @@ def checkpoint_read(who: Caller | Credentials, run_id: int, key: Key, count: Cou
     if row[0] is None:
         return seen
     seen.locked = locked_from_row(row)
-    mission_seen, checkpoint_id = row[RUN_WIDTH + MISSION_WIDTH + 6 :]
+    mission_seen, checkpoint_id = row[LOCKED_WIDTH:]
     if checkpoint_id is not None:
         seen.claim = Claim(mission_seen=mission_seen, checkpoint_id=checkpoint_id)
     return seen

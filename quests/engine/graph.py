@@ -10,7 +10,7 @@ from typing import Any
 from quests.engine import runner
 from quests.engine.checkpoints import Claim, Known, Seen, as_who, known_keep, known_take
 from quests.engine.sql import graph as graph_sql
-from quests.engine.writes import MISSION_WIDTH, RUN_WIDTH, Caller, Count, Credentials, Locked, locked_from_row
+from quests.engine.writes import LOCKED_WIDTH, Caller, Count, Credentials, Locked, locked_from_row
 
 
 @dataclass(frozen=True)
@@ -53,7 +53,7 @@ def graph_put_read(
     seen, row = read
     if row[0] is None:
         return seen, None
-    mission_seen, checkpoint_id, graph_row_id, known, parent_channels = row[RUN_WIDTH + MISSION_WIDTH + 6 :]
+    mission_seen, checkpoint_id, graph_row_id, known, parent_channels = row[LOCKED_WIDTH:]
     return seen, GraphSeen(
         locked=locked_from_row(row),
         known=known,

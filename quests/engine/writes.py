@@ -18,6 +18,9 @@ from quests.models import Mission, Run
 
 RUN_WIDTH = len(Run._meta.concrete_fields)
 MISSION_WIDTH = len(Mission._meta.concrete_fields)
+# A locked run's row: the run, its mission, the head's five columns (runs_sql.HEAD_SEEN_COLUMNS)
+# and the key's earlier answer (two); what a statement reads after them starts here.
+LOCKED_WIDTH = RUN_WIDTH + MISSION_WIDTH + 7
 
 
 @dataclass(frozen=True)
@@ -53,6 +56,14 @@ class Locked:
     head_seen_id: int | None = None
     head_seen_parts: dict[str, str] = field(default_factory=dict)
     head_seen_layout: refmaps.AgentLayout | None = None
+    head_seen_size: int = 0
+
+    def head_agent(self) -> tuple[int, dict[str, str], int, refmaps.AgentLayout] | None:
+        """The head's id, agent-state refs, their size and how they are stored, if the head read
+        with the lock is still the head: what a system checkpoint carries over without reading it."""
+        if self.head_seen_id is None or self.head_seen_id != self.mission.head_checkpoint_id or self.head_seen_layout is None:
+            return None
+        return self.head_seen_id, dict(self.head_seen_parts), self.head_seen_size, self.head_seen_layout
 
     def head_layout(self) -> refmaps.AgentLayout | None:
         """How the head's agent refs are stored, if the head read with the lock is still the head."""
@@ -120,7 +131,7 @@ def locked_from_row(row: Sequence[Any]) -> Locked:
     them in that order (`runs_sql.LOCK_RUN_PG`, and `checkpoints_sql.CHECKPOINT_READ_PG` after who called)."""
     run = runner.model_from_row(Run, row[:RUN_WIDTH])
     mission = runner.model_from_row(Mission, row[RUN_WIDTH : RUN_WIDTH + MISSION_WIDTH])
-    head_id, head_parts, head_base, head_delta, replay_id, replay_hash = row[RUN_WIDTH + MISSION_WIDTH : RUN_WIDTH + MISSION_WIDTH + 6]
+    head_id, head_parts, head_base, head_delta, head_size, replay_id, replay_hash = row[RUN_WIDTH + MISSION_WIDTH : LOCKED_WIDTH]
     run.mission = mission
     parts = runner.json_value(head_parts) or {}
     return Locked(
@@ -130,6 +141,7 @@ def locked_from_row(row: Sequence[Any]) -> Locked:
         head_seen_id=head_id,
         head_seen_parts=parts,
         head_seen_layout=refmaps.AgentLayout(base=head_base, delta=runner.json_value(head_delta) or {}, refs=parts) if head_id else None,
+        head_seen_size=head_size or 0,
     )
 
 

@@ -48,6 +48,10 @@ class Mission(Lifecycle):
     # Not a field: set on a locked row by `services.locking` when its transaction also holds the
     # blob writers' lock, so a later write in it need not take the lock again.
     blobs_guarded: bool = False
+    # Not a field either: the head's agent state as the run's lock read it (`writes.Locked.head_agent`:
+    # its id, refs, size and layout), so a system checkpoint of the same transaction carries it over
+    # without reading the head again, while the head is still that one.
+    head_agent_seen: tuple | None = None
 
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="missions")
     title = models.CharField(max_length=200)

@@ -95,6 +95,7 @@ def known_after(seen: ckpts.Seen, checkpoint: Checkpoint, refs: dict[str, str], 
     layout = checkpoint.agent_layout
     locked.head_seen_id, locked.head_seen_parts, locked.replay = checkpoint.pk, dict(refs), (None, None)
     locked.head_seen_layout = refmaps.AgentLayout(base=layout.base, delta=dict(layout.delta), refs=dict(refs))
+    locked.head_seen_size = checkpoint.agent_state_bytes
     if used is not None:
         seen.token_last_used_at = checkpoint.created_at
     return ckpts.Known(seen=seen, mission_after=checkpoint.mission_after)
@@ -123,9 +124,27 @@ def _agent_side(mission: Mission, agent_state: dict[str, Any] | None, agent_part
     if agent_parts is not None:
         return agent_parts
     if agent_state is None:
+        if (seen := _head_agent_seen(mission)) is not None:
+            return dict(seen[1]), {}, seen[2]
         head = head_of(mission)
         return (dict(head.agent_state_refs), {}, head.agent_state_bytes) if head else ({}, {}, 0)
     return agent_parts_of(agent_state)
+
+
+def _head_agent_seen(mission: Mission) -> tuple | None:
+    """The head's agent state as the run's lock read it (`Mission.head_agent_seen`), while the head
+    is still that one; else None (the head is read)."""
+    seen = mission.head_agent_seen
+    return seen if seen is not None and seen[0] == mission.head_checkpoint_id else None
+
+
+def _head_layout(mission: Mission) -> refmaps.AgentLayout | None:
+    """How the head stores its agent refs (the layout a carried-over state keeps), as the run's
+    lock read it or from the head; None without a head."""
+    if (seen := _head_agent_seen(mission)) is not None:
+        return seen[3]
+    head = head_of(mission)
+    return head.agent_layout if head else None
 
 
 def agent_parts_of(agent_state: dict[str, Any]) -> AgentParts:
@@ -166,7 +185,7 @@ def _write(
     )
     agent_refs, agent_contents, agent_size = _agent_side(mission, agent_state, agent_parts)
     carried = head_layout is None and agent_state is None and agent_parts is None  # the head's agent state (no head: a new base)
-    agent_layout = refmaps.agent_layout(agent_refs, head.agent_layout if carried and (head := head_of(mission)) else head_layout)
+    agent_layout = refmaps.agent_layout(agent_refs, _head_layout(mission) if carried else head_layout)
     unstored_parts(mission)  # stored with the checkpoint's blobs (they are in `contents`)
     report["since"] = {"tool_outputs": 0, "bytes": 0}
     report["archive_due"] = False

@@ -42,11 +42,12 @@ def caller(actor: Actor) -> writes.Caller:
 
 
 def run_locked_or_404(locked: writes.Locked | None, run_id: int) -> writes.Locked:
-    """What a run's lock read (which took the blob writers' guard with it); NotFound when the
-    caller may not see the run."""
+    """What a run's lock read (which took the blob writers' guard with it, and read the head's agent
+    state); NotFound when the caller may not see the run."""
     if locked is None:
         raise NotFound(f"No run with id {run_id}.")
     locked.mission.blobs_guarded = True
+    locked.mission.head_agent_seen = locked.head_agent()
     return locked
 
 

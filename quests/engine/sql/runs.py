@@ -25,10 +25,11 @@ EARLIER_KEY_JOIN = """LEFT JOIN quests_idempotentrequest earlier
         AND earlier.key = %(key)s"""
 
 # The head checkpoint's agent-state refs (so unchanged parts are not sent again) with how they are
-# stored (the new checkpoint's delta goes on the same base), as a run's lock and the agent's
-# checkpoint read them: the columns (`{head_refs}`: the dialect's refs expression) and the joins.
+# stored (the new checkpoint's delta goes on the same base) and their size (a system checkpoint
+# carries them over without reading the head again), as a run's lock and the agent's checkpoint read them: the columns (`{head_refs}`: the dialect's refs expression) and the joins.
 HEAD_SEEN_COLUMNS = """head.id AS head_seen_id, {head_refs} AS head_seen_parts,
-       head.agent_map_id AS head_seen_base, head.agent_delta AS head_seen_delta"""
+       head.agent_map_id AS head_seen_base, head.agent_delta AS head_seen_delta,
+       head.agent_state_bytes AS head_seen_size"""
 HEAD_SEEN_JOIN = f"""LEFT JOIN checkpoints_checkpoint head ON head.id = m.head_checkpoint_id
   {AGENT_BASE_JOIN.format(checkpoint="head", base="head_base")}"""
 HEAD_REFS_PG = AGENT_REFS_PG.format(checkpoint="head", base="head_base")
