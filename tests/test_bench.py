@@ -72,6 +72,7 @@ def test_load_prints_rates_latencies_and_no_failures(bench_env):
     for figure in (
         "requests/s:",
         "checkpoints/s:",
+        "the busiest agent's requests/s:",
         "checkpoint ",
         "heartbeat ",
         "operation complete",
@@ -109,3 +110,9 @@ def test_bench_pages_prints_every_page_and_goal(bench_env):
     table = out.split("Pages: 10 missions and 10 checkpoints")[1]
     assert table.count("MET") + table.count("MISSED") == 12, table
     assert "goals met" in table
+
+
+def test_http_floor_prints_the_bare_apps_wall_and_the_agents_cpu(bench_env):
+    out = run("http_floor.py", bench_env, "50")
+    assert "12 KB checkpoint to a bare WSGI app over HTTP, 50 calls: wall p50" in out, out
+    assert "agent CPU p50" in out, out
