@@ -8,7 +8,7 @@ import pytest
 
 from checkpoints.models import Checkpoint
 from quests.models import Approval
-from quests.selectors.mission import TIMELINE_SIZE
+from quests.selectors.history import TIMELINE_SIZE
 from quests.selectors.reviews import DECIDED_SHOWN
 from quests.selectors.tree import OVERVIEW_BUCKETS, TREE_REACH, branch_runs, off_branch_ranges, on_branch
 from quests.services import records

@@ -10,7 +10,7 @@ from django.db.models import Q, Subquery
 
 from checkpoints.models import Checkpoint
 from quests.models import Mission
-from quests.selectors.mission import CHECKPOINT_LIST_FIELDS
+from quests.selectors.history import CHECKPOINT_LIST_FIELDS
 
 ADDED = "added"
 REMOVED = "removed"

@@ -1,6 +1,6 @@
 """The checkpoint tree picture of the mission page, at any size: a window of checkpoints around the
 chosen one, laid out in lanes, and a constant-size overview of the whole history. Pure layout: the
-rows come from `quests.selectors.mission`, which reads them in a fixed number of queries."""
+rows come from `quests.selectors.history`, which reads them in a fixed number of queries."""
 
 from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field
