@@ -7,7 +7,8 @@ from django.test.utils import CaptureQueriesContext
 
 from checkpoints.models import Checkpoint
 from quests.models import Mission
-from quests.selectors.history import TIMELINE_SIZE, TREE_REACH, HistoryWindow, PageRows, _head_rows, _windowed_rows, page_rows
+from quests.selectors.history import TIMELINE_SIZE, HistoryWindow, PageRows, _head_rows, _windowed_rows, page_rows
+from quests.selectors.tree import TREE_REACH
 from tests.builders import long_history, running
 
 pytestmark = pytest.mark.django_db

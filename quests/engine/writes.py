@@ -45,6 +45,16 @@ class Key:
     request_hash: str = ""
 
 
+@dataclass(frozen=True)
+class HeadAgent:
+    """The head's agent state as a run's lock read it: its refs, their size and how they are stored
+    (what a system checkpoint carries over without reading the head again)."""
+
+    refs: dict[str, str]
+    size: int
+    layout: refmaps.AgentLayout
+
+
 @dataclass
 class Locked:
     """What `lock_run` read: the run, its mission (locked), the key's earlier answer, and the
@@ -58,25 +68,25 @@ class Locked:
     head_seen_layout: refmaps.AgentLayout | None = None
     head_seen_size: int = 0
 
-    def head_agent(self) -> tuple[int, dict[str, str], int, refmaps.AgentLayout] | None:
-        """The head's id, agent-state refs, their size and how they are stored, if the head read
-        with the lock is still the head: what a system checkpoint carries over without reading it."""
-        if self.head_seen_id is None or self.head_seen_id != self.mission.head_checkpoint_id or self.head_seen_layout is None:
+    def _head_is_current(self) -> bool:
+        """Whether the head read with the lock is still the head (the locked row says so; a
+        checkpoint written since moved it)."""
+        return self.head_seen_id is not None and self.head_seen_id == self.mission.head_checkpoint_id
+
+    def head_agent(self) -> HeadAgent | None:
+        """The head's agent state as read with the lock, while it is still the head."""
+        if not self._head_is_current() or self.head_seen_layout is None:
             return None
-        return self.head_seen_id, dict(self.head_seen_parts), self.head_seen_size, self.head_seen_layout
+        return HeadAgent(refs=dict(self.head_seen_parts), size=self.head_seen_size, layout=self.head_seen_layout)
 
     def head_layout(self) -> refmaps.AgentLayout | None:
-        """How the head's agent refs are stored, if the head read with the lock is still the head."""
-        if self.head_seen_id is None or self.head_seen_id != self.mission.head_checkpoint_id:
-            return None
-        return self.head_seen_layout
+        """How the head's agent refs are stored, while the head read with the lock is the head."""
+        return self.head_seen_layout if self._head_is_current() else None
 
     def head_parts(self) -> set[str]:
-        """The blobs the head's agent state refers to, if the head read with the lock is still
-        the head (the locked row says so): they exist, and cannot be collected while it is."""
-        if self.head_seen_id is None or self.head_seen_id != self.mission.head_checkpoint_id:
-            return set()
-        return set(self.head_seen_parts.values())
+        """The blobs the head's agent state refers to, while the head read with the lock is the
+        head: they exist, and cannot be collected while it is."""
+        return set(self.head_seen_parts.values()) if self._head_is_current() else set()
 
 
 def lock_run(caller: Caller, run_id: int, key: Key | None = None) -> Locked | None:

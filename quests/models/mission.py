@@ -2,6 +2,7 @@
 change rows live in `quests.services`; models hold single-row rules and derived values only."""
 
 from collections.abc import Iterable
+from typing import Any
 
 from django.conf import settings
 from django.db import models
@@ -48,10 +49,10 @@ class Mission(Lifecycle):
     # Not a field: set on a locked row by `services.locking` when its transaction also holds the
     # blob writers' lock, so a later write in it need not take the lock again.
     blobs_guarded: bool = False
-    # Not a field either: the head's agent state as the run's lock read it (`writes.Locked.head_agent`:
-    # its id, refs, size and layout), so a system checkpoint of the same transaction carries it over
-    # without reading the head again, while the head is still that one.
-    head_agent_seen: tuple | None = None
+    # Not a field either: the run's lock that read this row (`engine.writes.Locked`), whose read of
+    # the head's agent state a system checkpoint of the same transaction carries over without reading
+    # the head again (`Locked.head_agent`: while the head is still that one).
+    locked_by: Any = None
 
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="missions")
     title = models.CharField(max_length=200)

@@ -125,24 +125,23 @@ def _agent_side(mission: Mission, agent_state: dict[str, Any] | None, agent_part
         return agent_parts
     if agent_state is None:
         if (seen := _head_agent_seen(mission)) is not None:
-            return dict(seen[1]), {}, seen[2]
+            return seen.refs, {}, seen.size
         head = head_of(mission)
         return (dict(head.agent_state_refs), {}, head.agent_state_bytes) if head else ({}, {}, 0)
     return agent_parts_of(agent_state)
 
 
-def _head_agent_seen(mission: Mission) -> tuple | None:
-    """The head's agent state as the run's lock read it (`Mission.head_agent_seen`), while the head
-    is still that one; else None (the head is read)."""
-    seen = mission.head_agent_seen
-    return seen if seen is not None and seen[0] == mission.head_checkpoint_id else None
+def _head_agent_seen(mission: Mission) -> writes.HeadAgent | None:
+    """The head's agent state as the run's lock read it (`Mission.locked_by`), while the head is
+    still that one; else None (the head is read)."""
+    return mission.locked_by.head_agent() if mission.locked_by is not None else None
 
 
 def _head_layout(mission: Mission) -> refmaps.AgentLayout | None:
     """How the head stores its agent refs (the layout a carried-over state keeps), as the run's
     lock read it or from the head; None without a head."""
     if (seen := _head_agent_seen(mission)) is not None:
-        return seen[3]
+        return seen.layout
     head = head_of(mission)
     return head.agent_layout if head else None
 

@@ -47,7 +47,7 @@ def run_locked_or_404(locked: writes.Locked | None, run_id: int) -> writes.Locke
     if locked is None:
         raise NotFound(f"No run with id {run_id}.")
     locked.mission.blobs_guarded = True
-    locked.mission.head_agent_seen = locked.head_agent()
+    locked.mission.locked_by = locked
     return locked
 
 
