@@ -38,13 +38,11 @@ def main() -> None:
     import httpx
     import server
 
+    from config.deploy import web_threads, web_workers
     from questlog_client.core import Connection
 
     calls = int(next((a for a in sys.argv[1:] if a.isdigit()), "1500"))
-    # config/gunicorn.py's workers and threads (not imported: it judges the environment for the real
-    # app and refuses to start without a shared cache).
-    workers = int(os.environ.get("QUESTLOG_WEB_WORKERS") or len(os.sched_getaffinity(0)))
-    threads = int(os.environ.get("QUESTLOG_WEB_THREADS") or 2)
+    workers, threads = web_workers(os.environ), web_threads(os.environ)  # make serve's (config/gunicorn.py)
     port = server.free_port()
     command = [sys.executable, "-m", "gunicorn", "-k", "gthread", "-w", str(workers), "--threads", str(threads)]
     command += ["--preload", "-b", f"127.0.0.1:{port}", "--chdir", str(common.ROOT / "bench"), "http_floor:app"]

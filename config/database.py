@@ -30,10 +30,7 @@ from typing import Any, cast
 
 import dj_database_url
 
-
-def env_int(environ: Mapping[str, str], name: str, default: int) -> int:
-    value = environ.get(name)
-    return int(value) if value not in (None, "") else default
+from config.deploy import env_int
 
 
 def env_float(environ: Mapping[str, str], name: str, default: float) -> float:

@@ -7,6 +7,7 @@ worker boots, without loading Django's settings in the arbiter.
 """
 
 import ipaddress
+import os
 from collections.abc import Mapping
 
 from django.core.exceptions import ImproperlyConfigured
@@ -37,6 +38,11 @@ CONTENT_SECURITY_POLICY = {
 
 class InsecureSecretKey(ImproperlyConfigured):
     """DEBUG is off and DJANGO_SECRET_KEY is missing, empty or the development key."""
+
+
+def env_int(environ: Mapping[str, str], name: str, default: int) -> int:
+    value = environ.get(name)
+    return int(value) if value not in (None, "") else default
 
 
 def env_flag(environ: Mapping[str, str], name: str, default: bool) -> bool:
@@ -74,6 +80,24 @@ def secret_key(environ: Mapping[str, str]) -> str:
 
 
 DEFAULT_BIND = "127.0.0.1:8000"
+
+
+def web_workers(environ: Mapping[str, str]) -> int:
+    """QUESTLOG_WEB_WORKERS: gunicorn's processes, one per CPU this process may use by default
+    (config/gunicorn.py says why)."""
+    return env_int(environ, "QUESTLOG_WEB_WORKERS", _cpus())
+
+
+def web_threads(environ: Mapping[str, str]) -> int:
+    """QUESTLOG_WEB_THREADS: the request threads of each gunicorn process (2 by default)."""
+    return env_int(environ, "QUESTLOG_WEB_THREADS", 2)
+
+
+def _cpus() -> int:
+    try:
+        return len(os.sched_getaffinity(0))  # the CPUs this process may use, not the machine's
+    except AttributeError:
+        return os.cpu_count() or 1
 
 
 def bind_addresses(environ: Mapping[str, str]) -> list[str]:

@@ -18,7 +18,7 @@ import sys
 
 from config import warmup
 from config.cache import per_process_cache_refusal
-from config.deploy import bind_addresses, secret_key_refusal
+from config.deploy import bind_addresses, env_int, secret_key_refusal, web_threads, web_workers
 
 # Refused here, in the arbiter, with one line: a worker that failed to load the settings would
 # only say so in a traceback.
@@ -26,32 +26,20 @@ if refusal := secret_key_refusal(os.environ):
     sys.exit(refusal)
 
 
-def _int(name: str, default: int) -> int:
-    value = os.environ.get(name)
-    return int(value) if value not in (None, "") else default
-
-
-def _cpus() -> int:
-    try:
-        return len(os.sched_getaffinity(0))  # the CPUs this process may use, not the machine's
-    except AttributeError:
-        return os.cpu_count() or 1
-
-
 wsgi_app = "config.wsgi:application"
 preload_app = True
 bind = bind_addresses(os.environ)
 worker_class = "gthread"
-workers = _int("QUESTLOG_WEB_WORKERS", _cpus())
+workers = web_workers(os.environ)
 # Several workers counting the throttles each in their own memory would let workers × the limit
 # through: refused here, before any worker boots (scripts/serve picks a shared cache by default).
 if refusal := per_process_cache_refusal(os.environ, workers):
     sys.exit(refusal)
-threads = _int("QUESTLOG_WEB_THREADS", 2)
+threads = web_threads(os.environ)
 # A worker silent this long is killed and replaced. A gthread worker stays alive while one of its
 # threads is busy, so one request is bounded by the database deadlines and QUESTLOG_REQUEST_TIMEOUT
 # (config/database.py), which are kept below this.
-timeout = _int("QUESTLOG_WEB_TIMEOUT", 30)
+timeout = env_int(os.environ, "QUESTLOG_WEB_TIMEOUT", 30)
 graceful_timeout = timeout
 # Behind a reverse proxy that keeps connections open to us.
 keepalive = 5
