@@ -161,8 +161,7 @@ def _checkpoint(mission: Mission, run: Run | None, approvals: list[Approval], ag
     rebuilt = ensure_current(mission)
     read = {} if rebuilt else read_sections(mission.pk, sections.touched("approval"))
     apply_sections(mission, read)
-    # The run's lock took the blob writers' guard (`blobs_guarded`): no statement of its own for it.
-    checkpoint = take_checkpoint(mission, trigger="approval", run=run, agent_state=agent_state, beat=True, guarded=mission.blobs_guarded)
+    checkpoint = take_checkpoint(mission, trigger="approval", run=run, agent_state=agent_state, beat=True)
     Approval.objects.filter(pk__in=[approval.pk for approval in approvals]).update(checkpoint=checkpoint)
     for approval in approvals:
         approval.checkpoint = checkpoint

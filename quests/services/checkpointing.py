@@ -168,7 +168,7 @@ def _write(
     claim: ckpts.Claim | None = None,
     head_layout: refmaps.AgentLayout | None = None,
 ) -> Checkpoint | None:
-    if not guarded:
+    if not (guarded or mission.blobs_guarded):  # the run's lock may have taken it (`Mission.blobs_guarded`)
         blob_writers_guard()
     if archived is None and report_of(mission)["archive_due"]:
         archived = _notes_archive(mission)

@@ -55,9 +55,7 @@ def milestone_claim(
         notify.notify_milestone_claimed(mission, milestone)
         if gate:
             wait_for_the_person(mission, run, actor, f"Waiting for your review of “{title}”")
-        milestone.checkpoint = take_checkpoint(
-            mission, trigger="milestone", run=run, agent_state=agent_state, changed="milestone.claimed", beat=True, guarded=mission.blobs_guarded
-        )
+        milestone.checkpoint = take_checkpoint(mission, trigger="milestone", run=run, agent_state=agent_state, changed="milestone.claimed", beat=True)
         milestone.save(update_fields=["checkpoint"])
         state_changed(mission, "milestone.claimed", key=keyed, made_id=milestone.pk)  # the key remembered with the save
         return milestone, False

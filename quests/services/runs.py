@@ -99,7 +99,7 @@ def run_end(
     if to in (MissionStatus.COMPLETED, MissionStatus.CANCELLED):
         pending_ended(mission, actor=actor)
     if checkpoint:
-        take_checkpoint(mission, trigger="stop", run=run, guarded=mission.blobs_guarded)
+        take_checkpoint(mission, trigger="stop", run=run)
 
 
 def pending_ended(mission: Mission, *, actor: Actor) -> None:
