@@ -88,6 +88,14 @@ class Locked:
         head: they exist, and cannot be collected while it is."""
         return set(self.head_seen_parts.values()) if self._head_is_current() else set()
 
+    def head_written(self, checkpoint_id: int, refs: dict[str, str], layout: refmaps.AgentLayout, size: int) -> None:
+        """This process wrote the head since: what the lock read of it is now that checkpoint's
+        (its agent-state refs, how they are stored, their size), and the key's earlier answer is
+        spent."""
+        self.head_seen_id, self.head_seen_parts, self.head_seen_size = checkpoint_id, dict(refs), size
+        self.head_seen_layout = refmaps.AgentLayout(base=layout.base, delta=dict(layout.delta), refs=dict(refs))
+        self.replay = (None, None)
+
 
 def lock_run(caller: Caller, run_id: int, key: Key | None = None) -> Locked | None:
     """The run and its mission with the mission's row locked; None when the caller cannot see it."""

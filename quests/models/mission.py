@@ -51,7 +51,8 @@ class Mission(Lifecycle):
     blobs_guarded: bool = False
     # Not a field either: the run's lock that read this row (`engine.writes.Locked`), whose read of
     # the head's agent state a system checkpoint of the same transaction carries over without reading
-    # the head again (`Locked.head_agent`: while the head is still that one).
+    # the head again (`Locked.head_agent`: while the head is still that one). Typed Any: the engine
+    # reads missions, so naming its class here would be an import cycle (tests/test_architecture.py).
     locked_by: Any = None
 
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="missions")

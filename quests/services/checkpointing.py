@@ -92,10 +92,7 @@ def known_after(seen: ckpts.Seen, checkpoint: Checkpoint, refs: dict[str, str], 
     locked = seen.locked
     if checkpoint.mission_after is None or locked is None:
         return None
-    layout = checkpoint.agent_layout
-    locked.head_seen_id, locked.head_seen_parts, locked.replay = checkpoint.pk, dict(refs), (None, None)
-    locked.head_seen_layout = refmaps.AgentLayout(base=layout.base, delta=dict(layout.delta), refs=dict(refs))
-    locked.head_seen_size = checkpoint.agent_state_bytes
+    locked.head_written(checkpoint.pk, refs, checkpoint.agent_layout, checkpoint.agent_state_bytes)
     if used is not None:
         seen.token_last_used_at = checkpoint.created_at
     return ckpts.Known(seen=seen, mission_after=checkpoint.mission_after)
