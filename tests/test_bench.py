@@ -43,7 +43,9 @@ def test_bench_vs_langgraph_prints_every_path_and_goal(bench_env):
     out = run("bench_vs_langgraph.py", bench_env)
     for figure in (
         "PostgresSaver put:",
-        "Questlog storage write",
+        "Questlog's ORM writer for tools and tests",
+        "ms of the agent's own CPU work (paced):",
+        "in-process API checkpoint vs paced put (speed",
         "Questlog service checkpoint",
         "PostgresSaver get_tuple, 10 checkpoints:",
         "Questlog resume_bundle, 10 checkpoints:",
