@@ -13,7 +13,7 @@ the mission's head and seq moved by hand), the service checkpoint
 at 10 and at 2,000 checkpoints of history (every one written through the service: no copied rows),
 a checkpoint POSTed over HTTP to the web server by one agent in a loop (through questlog_client, as
 an agent calls Questlog, and for reference through a bare httpx.Client), and an operation receipt
-(`operation_complete`) with 10 and with 1,000 operations in the ledger (bench/ledger.py). Timed paths run in
+(`operation_complete`) with 10, 1,000 and 10,000 operations in the ledger (bench/ledger.py). Timed paths run in
 alternating rounds (each round starts with the next path) so machine noise falls on all alike.
 One more path is not a goal's: PostgresSaver's put with the agent's own work before each call (a
 busy loop as long as the in-process API checkpoint's own CPU time, measured first in the same

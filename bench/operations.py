@@ -1,4 +1,4 @@
-"""The operation ledger alone (issue 20): the p50 of `operation complete` at 10 and at 1,000
+"""The operation ledger alone (issue 20): the p50 of `operation complete` at 10, 1,000 and 10,000
 operations in the ledger (bench/ledger.py, the same phase `make bench` runs), and the statements
 each operation call sends (the transaction's own BEGIN and COMMIT left out). `--profile` adds a
 cProfile of `operation complete` on the long ledger: where its time goes. Not a bench_*.py: `make
@@ -78,4 +78,4 @@ if __name__ == "__main__":
             profile_complete(actor, run)
     for label, ratio, op, target in ISSUE_20:
         goal(label, ratio, op, target)
-    common.table("Goal of issue 20 (operation ledger)", [(label, value, f"{target} {verdict}") for label, value, target, verdict in GOALS])
+    common.table("Goals of issue 20 (operation ledger)", [(label, value, f"{target} {verdict}") for label, value, target, verdict in GOALS])

@@ -7,9 +7,8 @@ of N more receipts (CPU time, top functions by own time).
 `--chunk=SIZE` measures instead what another chunk size would cost, in alternating rounds on two
 missions of LONG operations, one whose ledger was written in chunks of `LEDGER_CHUNK` and one in
 chunks of SIZE: the p50 of a receipt (as above) and of an agent checkpoint (20 keys of 500 B, one
-changed each time). Smaller chunks hold fewer rows, but the mission row carries one ref per chunk
-(in its current document, and so in every checkpoint's map) and every operation call and
-checkpoint reads and writes it.
+changed each time). Smaller chunks hold fewer rows, but a group's map holds more of them
+(LEDGER_FANOUT chunks to a group) and the document more groups.
 
 `--by-rows` separates what a receipt pays per row of its chunk from what it pays for the length
 of the ledger: short and long receipts in turn, the long ones' p50 grouped by how many rows the
@@ -79,7 +78,7 @@ def _measure(label: str, actor, ready) -> None:
         print(f"  {statistics.median(times):.3f} ms p50  x{len(times)}  {sql!r}")
     mission = Mission.objects.get(pk=Operation.objects.get(pk=op).mission_id)
     sizes = {name: len(canonical_json(getattr(mission, name))) for name in ("state_refs", "state_pending", "state_report")}
-    print(f"  mission row: {sizes} bytes as JSON; ledger chunks {len(mission.state_report.get('ledger', []))}")
+    print(f"  mission row: {sizes} bytes as JSON; ledger groups {len(mission.state_report.get('ledger', []))}")
     profile = cProfile.Profile(time.thread_time)  # CPU time: waits on the server fall outside
     for _ in range(N):
         op = ready()
@@ -99,6 +98,7 @@ def against_chunk_size(actor, other: int) -> None:
 
     from checkpoints import sections
     from checkpoints.hashing import canonical_json
+    from checkpoints.services import ledger_expanded
     from quests.models import Mission
     from quests.services import records
 
@@ -132,9 +132,9 @@ def against_chunk_size(actor, other: int) -> None:
         common.figure(f"{name}, chunks of {other} / chunks of {chunk}", p50[other] / p50[chunk], "×", ".2f")
     for size, run in runs.items():
         mission = Mission.objects.get(pk=run.mission_id)
-        chunks = sum(1 for name in mission.state_refs if sections.chunk_of(name))
+        chunks = sum(1 for name in ledger_expanded(mission.state_refs)[0] if sections.chunk_of(name))
         print(
-            f"  chunks of {size}: {chunks} chunk refs; state_refs {len(canonical_json(mission.state_refs))} B, state_report {len(canonical_json(mission.state_report))} B"
+            f"  chunks of {size}: {chunks} chunks in {len(mission.state_report['ledger'])} groups; state_refs {len(canonical_json(mission.state_refs))} B, state_report {len(canonical_json(mission.state_report))} B"
         )
     common.load_note()
 
@@ -144,7 +144,6 @@ def by_rows(actor) -> None:
 
     from checkpoints import sections
     from checkpoints.models import Operation
-    from quests.models import Mission
 
     long_run = ledger._start(actor, "long ledger")
     with common.phase(f"a ledger of {LONG} operations"):
@@ -156,8 +155,8 @@ def by_rows(actor) -> None:
             op = _short_receipt(actor)
             short.append(timed(lambda: ledger._complete(actor, op)))
             op = ledger._plan(actor, long_run, attempt=True)
-            first, _ = sections.bounds(Mission.objects.get(pk=long_run.mission_id).state_report["ledger"], op)
-            rows = Operation.objects.filter(mission_id=long_run.mission_id, id__gte=first).count()
+            # Operations go into chunks in id order, LEDGER_CHUNK to a chunk.
+            rows = Operation.objects.filter(mission_id=long_run.mission_id, id__lt=op).count() % sections.LEDGER_CHUNK + 1
             grouped.setdefault((rows - 1) // 10, []).append(timed(lambda: ledger._complete(actor, op)))
     base = statistics.median(short) * 1000
     print(f"\n== receipts by the rows of the chunk they rewrite\n  {ledger.SHORT} operations: p50 {base:.3f} ms over {len(short)}")

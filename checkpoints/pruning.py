@@ -9,7 +9,8 @@ it passes in: this layer knows nothing about missions beyond their id.
 Blob collection deletes a blob only when no checkpoint (state or agent state) and no record
 refers to it. A checkpoint refers to blobs through shared reference maps (`checkpoints.refmaps`)
 and its agent delta: the collector first deletes the maps no checkpoint names any more, then
-keeps every blob a remaining map or a delta refers to. Blobs are content-addressed and shared across missions, so a writer may be about to
+keeps every blob a remaining map or a delta refers to, and every ledger chunk a group it keeps
+names (a ledger group's blob is a map of chunk refs: `checkpoints.sections`, format 3). Blobs are content-addressed and shared across missions, so a writer may be about to
 reuse one at the very moment it looks unreferenced; `blob_writers_guard` closes that race."""
 
 from collections.abc import Iterable
@@ -20,6 +21,7 @@ from django.db import connection, transaction
 from django.db.models import BooleanField, QuerySet
 from django.db.models.expressions import RawSQL
 
+from checkpoints import sections
 from checkpoints.models import Blob, Checkpoint, Record, RefMap, Trigger
 
 # Arbitrary but fixed: the advisory lock that blob writers share and the collector takes alone.
@@ -110,9 +112,26 @@ def blobs_referenced(checkpoints: QuerySet[Checkpoint]) -> set[str]:
     `blobs_collect_garbage` once they are deleted."""
     rows = checkpoints.select_related("state_map", "agent_map")
     found: set[str] = set()
+    groups: set[str] = set()
     for checkpoint in rows.iterator(chunk_size=2000):
         found.update(checkpoint.state_refs.values())
+        groups.update(ledger_groups(checkpoint.state_refs))
         found.update(sha for sha in (*checkpoint.agent_map.refs.values(), *checkpoint.agent_delta.values()) if sha)
+    return found | group_chunks(groups)
+
+
+def ledger_groups(refs: dict[str, str]) -> set[str]:
+    """The blobs of a state document's ledger groups."""
+    return {sha for name, sha in refs.items() if sections.group_of(name) is not None}
+
+
+def group_chunks(groups: Iterable[str]) -> set[str]:
+    """The chunk blobs these ledger groups name."""
+    found: set[str] = set()
+    wanted = sorted(set(groups))
+    for i in range(0, len(wanted), DELETE_BATCH):
+        for data in Blob.objects.filter(sha256__in=wanted[i : i + DELETE_BATCH]).values_list("data", flat=True):
+            found.update(sections.group_chunks(bytes(data)).values())
     return found
 
 
@@ -166,48 +185,68 @@ def maps_collect_garbage() -> int:
 
 def referenced_by_checkpoints(hashes: set[str]) -> set[str]:
     """Which of `hashes` any checkpoint refers to, under any part name: through a reference map
-    (every map left is named by a checkpoint once `maps_collect_garbage` ran) or an agent delta."""
+    (every map left is named by a checkpoint once `maps_collect_garbage` ran), an agent delta, or a
+    ledger group a map names."""
     if not hashes:
         return set()
     if connection.vendor == "postgresql":
         with connection.cursor() as cursor:
             cursor.execute(
-                """
+                f"""
                 SELECT ref.value FROM checkpoints_refmap map, jsonb_each_text(map.refs) ref WHERE ref.value = ANY(%s)
                 UNION
                 SELECT ref.value FROM checkpoints_checkpoint c, jsonb_each_text(c.agent_delta) ref WHERE ref.value = ANY(%s)
+                UNION
+                {_NAMED_BY_GROUPS_PG.format(groups="SELECT part.value FROM checkpoints_refmap map, jsonb_each_text(map.refs) part")}
                 """,
-                [list(hashes), list(hashes)],
+                [list(hashes), list(hashes), list(hashes)],
             )
             return {row[0] for row in cursor.fetchall()}
     found: set[str] = set()
+    groups: set[str] = set()
     for refs in RefMap.objects.values_list("refs", flat=True).iterator(chunk_size=2000):
         # (A compaction report is a shared map too: its values are no blob references.)
         found.update(hashes.intersection(value for value in refs.values() if isinstance(value, str)))
+        groups.update(ledger_groups(refs))
     for delta in Checkpoint.objects.values_list("agent_delta", flat=True).iterator(chunk_size=2000):
         found.update(hashes.intersection(delta.values()))
-    return found
+    return found | hashes.intersection(group_chunks(groups))
+
+
+# The chunk refs of the ledger groups `groups` (a SELECT of part refs, aliased `part`, of which
+# those named `operations#…` are groups) that are among the hashes asked for (its only parameter).
+_NAMED_BY_GROUPS_PG = """SELECT ref.value
+                  FROM checkpoints_blob g, jsonb_each_text(convert_from(g.data, 'UTF8')::jsonb) ref
+                 WHERE g.sha256 IN ({groups} WHERE part.key LIKE 'operations#%%')
+                   AND ref.value = ANY(%s)"""
 
 
 def referenced_by_current_documents(hashes: set[str]) -> set[str]:
-    """Which of `hashes` a mission's current document refers to: a ledger chunk is stored when it
-    is made, before any checkpoint refers to it. (The mission is the model checkpoints belong to,
+    """Which of `hashes` a mission's current document refers to, its ledger groups' chunks
+    included: a ledger group and its chunk are stored when they are made, before any checkpoint
+    refers to them. (The mission is the model checkpoints belong to,
     found through the foreign key: this layer does not import it.)"""
     if not hashes:
         return set()
     missions = Checkpoint._meta.get_field("mission").related_model
     if connection.vendor == "postgresql":
+        table = connection.ops.quote_name(missions._meta.db_table)
         with connection.cursor() as cursor:
             cursor.execute(
-                f"SELECT DISTINCT ref.value FROM {connection.ops.quote_name(missions._meta.db_table)} m, "
-                "jsonb_each_text(m.state_refs) ref WHERE ref.value = ANY(%s)",
-                [list(hashes)],
+                f"""
+                SELECT ref.value FROM {table} m, jsonb_each_text(m.state_refs) ref WHERE ref.value = ANY(%s)
+                UNION
+                {_NAMED_BY_GROUPS_PG.format(groups=f"SELECT part.value FROM {table} m, jsonb_each_text(m.state_refs) part")}
+                """,
+                [list(hashes), list(hashes)],
             )
             return {row[0] for row in cursor.fetchall()}
     found: set[str] = set()
+    groups: set[str] = set()
     for refs in missions._default_manager.values_list("state_refs", flat=True).iterator(chunk_size=2000):
         found.update(hashes.intersection((refs or {}).values()))
-    return found
+        groups.update(ledger_groups(refs or {}))
+    return found | hashes.intersection(group_chunks(groups))
 
 
 def blob_writers_guard_expression() -> RawSQL | None:

@@ -113,12 +113,34 @@ def checkpoint_agent_state(checkpoint: Checkpoint) -> dict[str, Any]:
     return parts_get(checkpoint.agent_state_refs)
 
 
+def ledger_expanded(refs: dict[str, str], contents: dict[str, bytes] | None = None) -> tuple[dict[str, str], dict[str, bytes]]:
+    """A state document's refs with each ledger group (format 3) replaced by the refs of its
+    chunks, and the contents of them all (`contents`: those read already; the groups and chunks
+    missing from them are read here). A group whose blob is gone is left out, as `parts_get`
+    leaves out a part."""
+    if contents is None:
+        contents = blobs_get(list(refs.values()))
+    groups = {name: sha for name, sha in refs.items() if sections.group_of(name) is not None}
+    if not groups:
+        return refs, contents
+    if missing := [sha for sha in groups.values() if sha not in contents]:
+        contents = {**contents, **blobs_get(missing)}
+    expanded = {name: sha for name, sha in refs.items() if name not in groups}
+    for sha in groups.values():
+        if sha in contents:
+            expanded.update(sections.group_chunks(contents[sha]))
+    if missing := [sha for sha in expanded.values() if sha not in contents]:
+        contents = {**contents, **blobs_get(missing)}
+    return expanded, contents
+
+
 def state_get(refs: dict[str, str], contents: dict[str, bytes] | None = None) -> dict[str, Any]:
     """A state document as its readers see it: a section stored in chunks is whole again."""
-    return sections.merged(parts_get(refs, contents))
+    return sections.merged(parts_get(*ledger_expanded(refs, contents)))
 
 
 def checkpoint_documents(checkpoint: Checkpoint) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The state document and the agent state of a checkpoint, read in one query."""
+    """The state document and the agent state of a checkpoint, read in one query (and one more for
+    the ledger's chunks, which its groups name)."""
     contents = blobs_get(list(checkpoint.state_refs.values()) + list(checkpoint.agent_state_refs.values()))
     return state_get(checkpoint.state_refs, contents), parts_get(checkpoint.agent_state_refs, contents)

@@ -8,6 +8,7 @@ from typing import Any
 
 from checkpoints.models import Operation
 from checkpoints.pruning import BLOB_GC_LOCK
+from checkpoints.sections import NO_LEDGER, PAST_EVERY_ID, LedgerChunk
 from quests.engine import runner
 from quests.engine.checkpoints import LockedFor, locked_as
 from quests.engine.sql import ledger as ledger_sql
@@ -17,18 +18,6 @@ from quests.models import AuditEvent, Mission, Run
 _RUN_WIDTH = len(Run._meta.concrete_fields)
 _MISSION_WIDTH = len(Mission._meta.concrete_fields)
 _OPERATION_WIDTH = len(Operation._meta.concrete_fields)
-# `chunk_of` for an operation not planned yet: past every id, so the last chunk is read.
-_PAST_EVERY_ID = 2**62
-
-
-@dataclass(frozen=True)
-class LedgerChunk:
-    """A ledger chunk as the mission's current document stores it: its first id and its canonical
-    JSON (None and b"[]": the ledger has no chunk yet). `checkpoints.sections.chunk_with` makes
-    the change of an operation in it."""
-
-    first: int | None
-    content: bytes
 
 
 @dataclass
@@ -67,16 +56,21 @@ def _fresh_rows(statement_pg: str, statement_sqlite: str, params: dict[str, Any]
             return rows
 
 
-def _ledger(first: int | None, content: bytes | memoryview | None) -> LedgerChunk | None:
-    """The stored chunk the lock read; None when the document names a chunk whose blob is not
-    there (a document the caller must rebuild)."""
-    if first is None:
-        return LedgerChunk(first=None, content=b"[]")
-    return LedgerChunk(first=first, content=bytes(content)) if content is not None else None
+def _ledger(group_first: int | None, group: bytes | memoryview | None, first: int | None, content: bytes | memoryview | None) -> LedgerChunk | None:
+    """The stored chunk and group the lock read (`ledger_sql._ledger_chunk`'s four columns); None
+    when the document names a group or chunk whose blob is not there (a document the caller must
+    make again)."""
+    if group_first is None:
+        return NO_LEDGER
+    if group is None or first is None or content is None:
+        return None
+    return LedgerChunk(first=first, content=bytes(content), group_first=group_first, group=bytes(group))
 
 
-_OPERATION_FRESH_AT = _MISSION_WIDTH + _OPERATION_WIDTH + 3
-_PLAN_FRESH_AT = _RUN_WIDTH + _MISSION_WIDTH + _OPERATION_WIDTH + 2
+# The lock's columns after the rows': the receipts held (an operation's lock only), the four of the
+# ledger chunk, `read_fresh`, the new operation's id (a plan's lock only).
+_OPERATION_FRESH_AT = _MISSION_WIDTH + _OPERATION_WIDTH + 5
+_PLAN_FRESH_AT = _RUN_WIDTH + _MISSION_WIDTH + _OPERATION_WIDTH + 4
 
 
 def lock_operation(caller: Caller, operation_id: int) -> LockedOperation | None:
@@ -95,7 +89,7 @@ def _locked_operation(row: Sequence[Any]) -> LockedOperation:
     end = _MISSION_WIDTH + _OPERATION_WIDTH
     operation = runner.model_from_row(Operation, row[_MISSION_WIDTH:end])
     operation.mission = mission
-    return LockedOperation(mission=mission, operation=operation, receipts_held=row[end], ledger=_ledger(row[end + 1], row[end + 2]))
+    return LockedOperation(mission=mission, operation=operation, receipts_held=row[end], ledger=_ledger(*row[end + 1 : end + 5]))
 
 
 def lock_plan(caller: Caller, run_id: int, key: str) -> LockedPlan | None:
@@ -107,7 +101,7 @@ def lock_plan(caller: Caller, run_id: int, key: str) -> LockedPlan | None:
 
 
 def _plan_params(run_id: int, key: str) -> dict[str, Any]:
-    return {"run_id": run_id, "key": key, "chunk_of": _PAST_EVERY_ID}
+    return {"run_id": run_id, "key": key, "chunk_of": PAST_EVERY_ID}
 
 
 def _locked_plan(row: Sequence[Any]) -> LockedPlan:
@@ -117,7 +111,7 @@ def _locked_plan(row: Sequence[Any]) -> LockedPlan:
     run.mission = mission
     end = mission_end + _OPERATION_WIDTH
     earlier = runner.model_from_row(Operation, row[mission_end:end]) if row[mission_end] is not None else None
-    return LockedPlan(run=run, mission=mission, earlier=earlier, new_id=row[end + 3], ledger=_ledger(row[end], row[end + 1]))
+    return LockedPlan(run=run, mission=mission, earlier=earlier, new_id=row[end + 5], ledger=_ledger(*row[end : end + 4]))
 
 
 def lock_operation_as(who: Caller | Credentials, operation_id: int, count: Count | None = None) -> LockedFor[LockedOperation] | None:

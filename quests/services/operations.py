@@ -70,7 +70,7 @@ def operation_plan(
 
 def _locked_operation(
     actor: Actor | writes.Credentials, operation_id: int, *, receipt: bool = False
-) -> tuple[Actor, Operation, Mission, ledger.LedgerChunk, int]:
+) -> tuple[Actor, Operation, Mission, sections.LedgerChunk, int]:
     """The actor (an agent token's `Credentials` authenticated by the lock's own statement, its
     request counted; a `receipt` never refused by the rate), the mission locked and, in the same
     statement, the operation (current, since it is read under the lock), the receipts it holds
@@ -85,14 +85,13 @@ def _locked_operation(
     return actor, op, mission, _ledger_read(mission, locked.ledger, operation_id), locked.receipts_held
 
 
-def _ledger_read(mission: Mission, chunk: ledger.LedgerChunk | None, operation_id: int | None) -> ledger.LedgerChunk:
-    """The stored ledger chunk the lock read, unless the mission's current document had to be
-    built first (or did not hold the chunk): then the chunk is made from its rows, where the new
-    document says."""
+def _ledger_read(mission: Mission, chunk: sections.LedgerChunk | None, operation_id: int | None) -> sections.LedgerChunk:
+    """The stored ledger chunk (and its group) the lock read, unless the mission's current
+    document had to be built first (or did not hold the chunk): then the chunk is the one the
+    new document made (`savestate.ledger_chunk_of`)."""
     mission.blobs_guarded = True  # the lock took the blob writers' shared lock
     if savestate.ensure_current(mission) or chunk is None:
-        items = savestate.read_ledger(mission, operation_id)
-        return ledger.LedgerChunk(first=items[0]["id"] if items else None, content=canonical_json(items))
+        return savestate.ledger_chunk_of(mission, operation_id)
     return chunk
 
 
@@ -128,7 +127,7 @@ def _receipt_room(op: Operation, held: int) -> None:
 def _write(
     op: Operation,
     mission: Mission,
-    chunk: ledger.LedgerChunk,
+    chunk: sections.LedgerChunk,
     *,
     event: str,
     audit: AuditEvent,
@@ -141,8 +140,7 @@ def _write(
     (`quests.engine.operations.operation_write`)."""
     if not planned:
         op.updated_at = timezone.now()
-    changed = sections.operation_item(savestate.ledger_row(op))
-    savestate.apply_ledger(mission, sections.chunk_with(chunk.first, chunk.content, changed))
+    savestate.ledger_changed(mission, chunk, sections.operation_item(savestate.ledger_row(op)))
     save = state_save_of(mission, f"operation.{event}", applied=True)
     change = ledger.OperationChange(
         operation=op,

@@ -25,7 +25,7 @@ from django.db.models import Max
 from checkpoints import sections, services as storage
 from checkpoints.models import Operation, Record, RecordKind
 from quests.models import Mission
-from quests.services.section_reads import archive_counts, ledger_rows, section_rows, section_value
+from quests.services.section_reads import archive_counts, section_rows, section_value
 
 DURABLE_SECTIONS = {
     RecordKind.DECISION: "decisions",
@@ -57,7 +57,7 @@ def apply_sections(mission: Mission, read: dict[str, list[Any]]) -> None:
     report = report_of(mission)
     for name, found in read.items():
         if name == "operations":
-            apply_ledger(mission, dict(sections.chunks("operations", list(map(sections.operation_item, found)))), whole=True)
+            apply_ledger(mission, sections.ledger_parts(list(map(sections.operation_item, found))), whole=True)
             continue
         value = section_value(name, found)
         _set_part(mission, name, value)
@@ -66,16 +66,10 @@ def apply_sections(mission: Mission, read: dict[str, list[Any]]) -> None:
             report["archive_due"] = len(found) > settings.QUESTLOG_ACTIVE_NOTES
 
 
-def _set_part(mission: Mission, name: str, value: Any, *, stored_at_once: bool = False) -> None:
-    content = value if isinstance(value, bytes) else storage.canonical_json(value)  # bytes: canonical already
-    mission.state_refs[name] = sha = storage.sha256_hex(content)
-    if stored_at_once:
-        # A ledger chunk is stored as a blob by the writer that made it (`unstored_parts`), not
-        # kept on the mission row until a checkpoint: the row would carry the whole ledger.
-        mission.state_pending.pop(name, None)
-        mission.__dict__.setdefault("_unstored_parts", {})[sha] = content
-    else:
-        mission.state_pending[name] = content.decode()
+def _set_part(mission: Mission, name: str, value: Any) -> None:
+    content = storage.canonical_json(value)
+    mission.state_refs[name] = storage.sha256_hex(content)
+    mission.state_pending[name] = content.decode()
     report_of(mission)["sizes"][name] = len(content)
 
 
@@ -91,33 +85,56 @@ def _drop_part(mission: Mission, name: str) -> None:
         kept.pop(name, None)
 
 
-# The ledger is kept in chunks (checkpoints.sections): a change to one operation rewrites the
-# chunk that holds it, a new operation the last chunk, whatever the length of the ledger.
+# The ledger is kept in chunks gathered in groups (checkpoints.sections): a change to one operation
+# rewrites the chunk that holds it and its group's map, a new operation the last chunk and group,
+# whatever the length of the ledger.
 
 
-def read_ledger(mission: Mission, operation_id: int | None = None) -> list[dict[str, Any]]:
-    """The ledger items a change rewrites: the chunk that holds `operation_id`, or (None: an
-    operation about to be planned) the last chunk and what follows it. (The operation ledger's lock
-    reads the chunk as stored, in its own statement: `quests.engine.operations`.)"""
-    firsts = report_of(mission)["ledger"]
-    if operation_id is None:
-        first, before = (max(firsts) if firsts else None), None
-    else:
-        first, before = sections.bounds(firsts, operation_id)
-    return list(map(sections.operation_item, ledger_rows(mission.pk, first, before)))
+def ledger_chunk_of(mission: Mission, operation_id: int | None = None) -> sections.LedgerChunk:
+    """The ledger chunk a change rewrites, with its group, from the current document as made in
+    this transaction: the chunk that holds `operation_id`, or (None: an operation about to be
+    planned) the last one. For a document just built (`ensure_current`) or one that names a part
+    whose blob is gone: the ledger's parts are made again from its rows unless this transaction
+    made them. (The operation ledger's lock reads the chunk as stored, in its statement:
+    `quests.engine.operations`.)"""
+    bound = sections.PAST_EVERY_ID if operation_id is None else operation_id
+    unstored = mission.__dict__.get("_unstored_parts", {})
+    groups = [first for first in report_of(mission)["ledger"] if first <= bound]
+    if not groups:
+        return sections.NO_LEDGER
+    group_first = max(groups)
+    group = unstored.get(mission.state_refs.get(sections.group_key(group_first)))
+    if group is None:
+        sections_refresh(mission, ["operations"])
+        return ledger_chunk_of(mission, operation_id)
+    refs = sections.group_chunks(group)
+    first = max(chunk[1] for name in refs if (chunk := sections.chunk_of(name)) is not None and chunk[1] <= bound)
+    return sections.LedgerChunk(first=first, content=unstored[refs[sections.chunk_key("operations", first)]], group_first=group_first, group=group)
 
 
-def apply_ledger(mission: Mission, made: dict[str, Any], *, whole: bool = False) -> None:
-    """Make the current document hold these ledger chunks ({part name: items, or their canonical
-    JSON}), or only them when `whole`."""
+def ledger_changed(mission: Mission, chunk: sections.LedgerChunk, item: dict[str, Any]) -> None:
+    """Make the current document hold the operation `item` as changed, in the chunk (and group)
+    read for it."""
+    group = sections.group_key(chunk.group_first) if chunk.group_first is not None else ""
+    apply_ledger(mission, sections.ledger_change(chunk, item, report_of(mission)["sizes"].get(group, 0)))
+
+
+def apply_ledger(mission: Mission, made: sections.LedgerParts, *, whole: bool = False) -> None:
+    """Make the current document hold these ledger groups, or only them when `whole`. The groups
+    and their chunks are stored as blobs by the writer that made them (`unstored_parts`), not kept
+    on the mission row until a checkpoint: the row would carry the whole ledger."""
     report = report_of(mission)
     if whole:
-        for name in [name for name in mission.state_refs if name == "operations" or sections.chunk_of(name)]:
+        for name in [name for name in mission.state_refs if sections.is_ledger_part(name)]:
             _drop_part(mission, name)
-    for name, value in made.items():
-        _set_part(mission, name, value, stored_at_once=True)
+    unstored = mission.__dict__.setdefault("_unstored_parts", {})
+    unstored.update(made.chunks)
+    for name, content in made.groups.items():
+        mission.state_refs[name] = sha = storage.sha256_hex(content)
+        unstored[sha] = content
+        report["sizes"][name] = made.sizes[name]
     firsts = set() if whole else set(report["ledger"])
-    report["ledger"] = sorted(firsts | {chunk[1] for name in made if (chunk := sections.chunk_of(name)) is not None})
+    report["ledger"] = sorted(firsts | {first for name in made.groups if (first := sections.group_of(name)) is not None})
 
 
 def ledger_row(op: Operation) -> dict[str, Any]:
@@ -189,7 +206,8 @@ def record_added(mission: Mission, record: Record) -> None:
 
 def report_of(mission: Mission) -> dict[str, Any]:
     """The mission's state report (compaction's totals and cut-offs, the sections' sizes, the
-    record watermark), its defaults filled in: in place, as the checkpoint write updates it."""
+    record watermark, the first ids of the ledger's groups), its defaults filled in: in place, as
+    the checkpoint write updates it."""
     report = mission.state_report
     report.setdefault("archived_total", dict(ZERO_TOTAL))
     report.setdefault("since", {"tool_outputs": 0, "bytes": 0})
@@ -211,7 +229,8 @@ def state_document(mission: Mission) -> dict[str, Any]:
     read = read_sections(mission.pk, SECTIONS)
     counts = list(archive_counts(mission.pk))
     document: dict[str, Any] = {name: section_value(name, rows) for name, rows in read.items() if name != "operations"}
-    document.update(sections.chunks("operations", list(map(sections.operation_item, read["operations"]))))
+    ledger = sections.ledger_parts(list(map(sections.operation_item, read["operations"])))
+    document.update((name, sections.group_chunks(group)) for name, group in ledger.groups.items())
     row = counts[0] if counts else {}
     document["archive"] = {"notes": row.get("notes", 0), "tool_outputs": row.get("tool_outputs", 0), "bytes": row.get("bytes") or 0}
     document["mission"] = _mission_section(mission)

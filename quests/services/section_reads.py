@@ -91,10 +91,5 @@ def archive_counts(mission_id: int) -> QuerySet:
     )
 
 
-def ledger_rows(mission_id: int, first: int | None = None, before: int | None = None) -> QuerySet:
-    rows = Operation.objects.filter(mission_id=mission_id)
-    if first is not None:
-        rows = rows.filter(pk__gte=first)
-    if before is not None:
-        rows = rows.filter(pk__lt=before)
-    return rows.order_by("id").values(*sections.COLUMNS["operations"])
+def ledger_rows(mission_id: int) -> QuerySet:
+    return Operation.objects.filter(mission_id=mission_id).order_by("id").values(*sections.COLUMNS["operations"])

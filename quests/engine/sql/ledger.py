@@ -10,23 +10,38 @@ OPERATION_COLUMNS = """
     o.id, o.created_at, o.retention_class, o.retention_approved_at, o.expires_at, o.mission_id, o.run_id, o.key,
     o.request_hash, o.kind, o.target, o.request, o.status, o.attempts, o.max_attempts, o.external_id,
     o.external_status, o.receipt, o.completion_hash, o.error, o.retryable, o.updated_at"""
-# The first ids of the ledger's chunks, as the mission's save-state report lists them.
-_LEDGER_FIRSTS_PG = "(SELECT CAST(f AS bigint) AS f FROM jsonb_array_elements_text(m.state_report -> 'ledger') AS f)"
-_LEDGER_FIRSTS_SQLITE = "(SELECT CAST(value AS integer) AS f FROM json_each(m.state_report, '$.ledger'))"
-# The ledger chunk a change rewrites (savestate.read_ledger's bounds), as the current document
-# stores it: its first id and its blob, the canonical JSON of its items. The chunk holding the
-# operation `chunk_of`; for an operation about to be planned (`chunk_of` past every id) the last
-# one. Its items are not read from their rows and dumped again: the chunk is kept equal to them
-# by every change (tests/test_properties_savestate.py), and only the changed item is dumped
-# (checkpoints.sections.chunk_with). Its part name is `sections.chunk_key`'s.
-_LEDGER_FIRST = "(SELECT max(f) FROM {firsts} AS firsts WHERE f <= %(chunk_of)s)"
-_LEDGER_FIRST_PG = _LEDGER_FIRST.format(firsts=_LEDGER_FIRSTS_PG)
-_LEDGER_FIRST_SQLITE = _LEDGER_FIRST.format(firsts=_LEDGER_FIRSTS_SQLITE)
-_LEDGER_CHUNK_PG = f"""{_LEDGER_FIRST_PG} AS ledger_first,
-       (SELECT b.data FROM checkpoints_blob b WHERE b.sha256 = m.state_refs ->> ('operations@' || {_LEDGER_FIRST_PG})) AS ledger_chunk"""
-_LEDGER_CHUNK_SQLITE = f"""{_LEDGER_FIRST_SQLITE} AS ledger_first,
+# The ledger chunk a change rewrites, with its group (checkpoints.sections, format 3), as the
+# current document stores them: the group that holds the operation `chunk_of` (the last whose
+# first id is not past it; the mission's save-state report lists the groups' first ids), its map
+# of chunk refs, and in it the chunk that holds the operation; for an operation about to be planned
+# (`chunk_of` past every id) the last group and its last chunk. Each is returned as stored (first
+# id and blob): the chunk's items are not read from their rows and dumped again, since every
+# change keeps the chunk equal to them (tests/test_properties_savestate.py) and only the changed
+# item is dumped (checkpoints.sections.ledger_change). Part names are `sections.group_key`'s and
+# `sections.chunk_key`'s.
+# PostgreSQL finds each once, in a lateral join (`lg`); SQLite, which has none, in nested
+# subqueries of the columns (its statements have no parse cache to fit in).
+_LEDGER_JOIN_PG = """
+  LEFT JOIN LATERAL (
+      SELECT g.f AS group_first, gb.data AS group_data, c.f AS chunk_first, cb.data AS chunk_data
+        FROM (SELECT max(CAST(f AS bigint)) AS f FROM jsonb_array_elements_text(m.state_report -> 'ledger') AS f
+               WHERE CAST(f AS bigint) <= %(chunk_of)s) g
+        LEFT JOIN checkpoints_blob gb ON gb.sha256 = m.state_refs ->> ('operations#' || g.f)
+        CROSS JOIN LATERAL (SELECT convert_from(gb.data, 'UTF8')::jsonb AS refs) gj
+        CROSS JOIN LATERAL (SELECT max(CAST(split_part(k, '@', 2) AS bigint)) AS f FROM jsonb_object_keys(gj.refs) AS k
+                             WHERE CAST(split_part(k, '@', 2) AS bigint) <= %(chunk_of)s) c
+        LEFT JOIN checkpoints_blob cb ON cb.sha256 = gj.refs ->> ('operations@' || c.f)
+  ) lg ON true"""
+_LEDGER_CHUNK_PG = "lg.group_first AS ledger_group_first, lg.group_data AS ledger_group, lg.chunk_first AS ledger_first, lg.chunk_data AS ledger_chunk"
+_GROUP_FIRST_SQLITE = "(SELECT max(CAST(value AS integer)) FROM json_each(m.state_report, '$.ledger') WHERE CAST(value AS integer) <= %(chunk_of)s)"
+_GROUP_BLOB_SQLITE = f"""(SELECT b.data FROM checkpoints_blob b
+         WHERE b.sha256 = json_extract(m.state_refs, '$."operations#' || {_GROUP_FIRST_SQLITE} || '"'))"""
+_GROUP_SQLITE = f"CAST({_GROUP_BLOB_SQLITE} AS TEXT)"
+_CHUNK_FIRST_SQLITE = f"""(SELECT max(CAST(substr(key, instr(key, '@') + 1) AS integer)) FROM json_each({_GROUP_SQLITE})
+         WHERE CAST(substr(key, instr(key, '@') + 1) AS integer) <= %(chunk_of)s)"""
+_LEDGER_CHUNK_SQLITE = f"""{_GROUP_FIRST_SQLITE} AS ledger_group_first, {_GROUP_BLOB_SQLITE} AS ledger_group, {_CHUNK_FIRST_SQLITE} AS ledger_first,
        (SELECT b.data FROM checkpoints_blob b
-         WHERE b.sha256 = json_extract(m.state_refs, '$."operations@' || {_LEDGER_FIRST_SQLITE} || '"')) AS ledger_chunk"""
+         WHERE b.sha256 = json_extract({_GROUP_SQLITE}, '$."operations@' || {_CHUNK_FIRST_SQLITE} || '"')) AS ledger_chunk"""
 _RECEIPTS_HELD = """(SELECT count(*) FROM checkpoints_operationevent e
       WHERE e.operation_id = o.id AND e.event IN ('completed', 'failed', 'observed'))"""
 
@@ -40,7 +55,7 @@ _LOCK_OPERATION = f"""
 SELECT {MISSION_COLUMNS}, {OPERATION_COLUMNS},
        {{receipts}} AS receipts_held, {{chunk}}, {{fresh}} AS read_fresh
   FROM checkpoints_operation o
-  JOIN quests_mission m ON m.id = o.mission_id
+  JOIN quests_mission m ON m.id = o.mission_id{{ledger}}
  WHERE o.id = %(operation_id)s
    AND m.owner_id = {{owner}}
    AND ({{token_mission}} IS NULL OR m.id = {{token_mission}})"""
@@ -57,11 +72,13 @@ def _locked_pg(lock: str, *, guard_after: str) -> str:
 
 
 def _lock_operation_pg(**caller: str) -> str:
-    return _locked_pg(_LOCK_OPERATION.format(receipts=_RECEIPTS_HELD, chunk=_LEDGER_CHUNK_PG, fresh=_FRESH_PG, **caller), guard_after="AS read_fresh")
+    return _locked_pg(
+        _LOCK_OPERATION.format(receipts=_RECEIPTS_HELD, chunk=_LEDGER_CHUNK_PG, ledger=_LEDGER_JOIN_PG, fresh=_FRESH_PG, **caller), guard_after="AS read_fresh"
+    )
 
 
 LOCK_OPERATION_PG = _lock_operation_pg(**GIVEN_CALLER)
-LOCK_OPERATION_SQLITE = _LOCK_OPERATION.format(receipts=_RECEIPTS_HELD, chunk=_LEDGER_CHUNK_SQLITE, fresh="1", **GIVEN_CALLER)
+LOCK_OPERATION_SQLITE = _LOCK_OPERATION.format(receipts=_RECEIPTS_HELD, chunk=_LEDGER_CHUNK_SQLITE, ledger="", fresh="1", **GIVEN_CALLER)
 
 # Lock a run's mission to plan an operation on it: the run, its mission (locked), the operation
 # already planned with the key, the last ledger chunk, and the id the new operation will have
@@ -71,7 +88,7 @@ SELECT {RUN_COLUMNS}, {MISSION_COLUMNS}, {OPERATION_COLUMNS},
        {{chunk}}, {{fresh}} AS read_fresh, {{new_id}} AS new_id
   FROM quests_run r
   JOIN quests_mission m ON m.id = r.mission_id
-  LEFT JOIN checkpoints_operation o ON o.mission_id = m.id AND o.key = %(key)s
+  LEFT JOIN checkpoints_operation o ON o.mission_id = m.id AND o.key = %(key)s{{ledger}}
  WHERE r.id = %(run_id)s
    AND m.owner_id = {{owner}}
    AND ({{token_mission}} IS NULL OR m.id = {{token_mission}})"""
@@ -81,11 +98,13 @@ _NEW_OPERATION_ID_SQLITE = "COALESCE((SELECT seq FROM sqlite_sequence WHERE name
 
 
 def _lock_plan_pg(**caller: str) -> str:
-    return _locked_pg(_LOCK_PLAN.format(chunk=_LEDGER_CHUNK_PG, fresh=_FRESH_PG, new_id=_NEW_OPERATION_ID_PG, **caller), guard_after="AS new_id")
+    return _locked_pg(
+        _LOCK_PLAN.format(chunk=_LEDGER_CHUNK_PG, ledger=_LEDGER_JOIN_PG, fresh=_FRESH_PG, new_id=_NEW_OPERATION_ID_PG, **caller), guard_after="AS new_id"
+    )
 
 
 LOCK_PLAN_PG = _lock_plan_pg(**GIVEN_CALLER)
-LOCK_PLAN_SQLITE = _LOCK_PLAN.format(chunk=_LEDGER_CHUNK_SQLITE, fresh="1", new_id=_NEW_OPERATION_ID_SQLITE, **GIVEN_CALLER)
+LOCK_PLAN_SQLITE = _LOCK_PLAN.format(chunk=_LEDGER_CHUNK_SQLITE, ledger="", fresh="1", new_id=_NEW_OPERATION_ID_SQLITE, **GIVEN_CALLER)
 # Both locks for a caller the statement authenticates itself (an agent's token by its hash:
 # `CALLER`; `named_as_who`): who called, the locked row (all NULL when the caller may not see the
 # operation or the run), and the token's name and prefix, which the audit events name the agent by.

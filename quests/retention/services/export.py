@@ -10,7 +10,8 @@ from django.utils import timezone
 
 from checkpoints import sections
 from checkpoints.models import Checkpoint, Operation, Record
-from checkpoints.services import blobs_get
+from checkpoints.pruning import ledger_groups
+from checkpoints.services import blobs_get, ledger_expanded
 from quests.jsonstream import RawJson, iter_json
 from quests.models import AgentToken, AuditEvent, MemoryItem, MemoryProposal, Mission
 from quests.schemas import (
@@ -114,24 +115,35 @@ def _mission_export(mission: Mission) -> dict[str, Any]:
     }
 
 
-def _with_contents(rows: QuerySet, hashes: Callable[[Any], list[str]]) -> Iterator[tuple[Any, dict[str, bytes]]]:
-    """Each row with the stored contents it refers to, read for EXPORT_CONTENTS rows at once."""
+def _with_contents(
+    rows: QuerySet, hashes: Callable[[Any], list[str]], then: Callable[[Any, dict[str, bytes]], list[str]] | None = None
+) -> Iterator[tuple[Any, dict[str, bytes]]]:
+    """Each row with the stored contents it refers to, read for EXPORT_CONTENTS rows at once
+    (`then`: the contents those name in turn, read for the batch in one more query)."""
     for batch in batched(rows.iterator(chunk_size=EXPORT_ROWS), EXPORT_CONTENTS):
         contents = blobs_get([sha for row in batch for sha in hashes(row)])
+        if then is not None:
+            contents.update(blobs_get([sha for row in batch for sha in then(row, contents) if sha not in contents]))
         for row in batch:
             yield row, contents
 
 
 def _checkpoints_export(checkpoints: QuerySet) -> Iterator[dict[str, Any]]:
-    for checkpoint, contents in _with_contents(checkpoints, _part_hashes):
+    for checkpoint, contents in _with_contents(checkpoints, _part_hashes, then=_chunk_hashes):
+        state_refs, _ = ledger_expanded(checkpoint.state_refs, contents)
         yield _lifecycle(
             checkpoint,
             {
                 **dump(CheckpointOut, checkpoint),
-                "state": _stored_parts(checkpoint.state_refs, contents, state=True),
+                "state": _stored_parts(state_refs, contents, state=True),
                 "agent_state": _stored_parts(checkpoint.agent_state_refs, contents),
             },
         )
+
+
+def _chunk_hashes(checkpoint: Checkpoint, contents: dict[str, bytes]) -> list[str]:
+    """The ledger chunks the checkpoint's groups name (read with the groups' blobs)."""
+    return [sha for group in ledger_groups(checkpoint.state_refs) if group in contents for sha in sections.group_chunks(contents[group]).values()]
 
 
 def _part_hashes(checkpoint: Checkpoint) -> list[str]:

@@ -13,7 +13,7 @@ from django.db.models import Exists, OuterRef, Q, QuerySet
 from django.utils import timezone
 
 from checkpoints.models import Blob, Checkpoint, Operation, OperationEvent, PurgeLog, Record, RetentionPolicy, SnapshotRequest
-from checkpoints.pruning import blobs_collect_garbage, blobs_referenced
+from checkpoints.pruning import blobs_collect_garbage, blobs_referenced, group_chunks, ledger_groups
 from quests.langgraph.models import GraphWrite
 from quests.models import (
     TERMINAL_STATUSES,
@@ -197,8 +197,11 @@ def _scrub_audit(ids: list[int]) -> None:
 
 def _blob_refs_of(ids: list[int]) -> set[str]:
     refs: set[str] = set()
+    groups: set[str] = set()
     for state_refs in Mission.objects.filter(pk__in=ids).values_list("state_refs", flat=True):
         refs.update((state_refs or {}).values())
+        groups.update(ledger_groups(state_refs or {}))
+    refs.update(group_chunks(groups))
     refs.update(blobs_referenced(Checkpoint.objects.filter(mission_id__in=ids)))
     refs.update(Record.objects.filter(mission_id__in=ids, blob__isnull=False).values_list("blob_id", flat=True))
     return refs
