@@ -2,7 +2,9 @@
 of `operations.operation_complete` when the mission's ledger holds 10 operations, when it holds
 LONG (1,000; 100 in quick mode) and when it holds LONGEST (10,000; 300 in quick mode). A
 save-state service whose receipts get slower with every operation is the opposite of what it is
-for, so the goal is a flat line: ≤ 1.2× at 1,000 and at 10,000.
+for, so the goal is a flat line: ≤ 1.2× at 1,000 and at 10,000. An agent checkpoint on the
+mission of 10 and on the one of 10,000 is timed beside them (it reads and writes the mission's
+current document, which names the ledger).
 
 Each sample completes an operation that was planned and attempted just before (untimed), so the
 ledger is at its stated length when `complete` runs: the short case uses a fresh mission of 9
@@ -68,6 +70,12 @@ def _complete(actor, operation_id: int) -> None:
     )
 
 
+def _checkpoint(actor, run, state: dict) -> None:
+    from quests.services import records
+
+    records.checkpoint_create(actor=actor, run_id=run.pk, agent_state=state, note="", key=uuid.uuid4().hex)
+
+
 def ledger_receipts(actor) -> dict[str, float]:
     """Prints the p50s and the ratios; adds the goals to issue 20's goals (`rounds.ISSUE_20`)."""
     long_runs = {}
@@ -88,12 +96,33 @@ def ledger_receipts(actor) -> dict[str, float]:
         op = _plan(actor, long_runs[length], attempt=True)
         return timed(lambda: _complete(actor, op))
 
-    with common.phase(f"{ROUNDS} alternating rounds of {SAMPLES} receipts per ledger length"):
-        took = rounds({SHORT: short_sample, LONG: lambda: long_sample(LONG), LONGEST: lambda: long_sample(LONGEST)}, count=ROUNDS, samples=SAMPLES)
+    # An agent checkpoint reads and writes the mission's current document, which names the ledger:
+    # on a mission of SHORT operations and on the one of LONGEST.
+    short_run = _start(actor, "short ledger, checkpoints")
+    for _ in range(SHORT):
+        _plan(actor, short_run)
+    states = {length: common.AgentState(keys=20, key_bytes=500, seed=length) for length in (SHORT, LONGEST)}
+    checkpoint_runs = {SHORT: short_run, LONGEST: long_runs[LONGEST]}
+
+    def checkpoint_sample(length: int) -> float:
+        state = states[length].next()[0]
+        return timed(lambda: _checkpoint(actor, checkpoint_runs[length], state))
+
+    paths = {
+        SHORT: short_sample,
+        LONG: lambda: long_sample(LONG),
+        LONGEST: lambda: long_sample(LONGEST),
+        f"checkpoint {SHORT}": lambda: checkpoint_sample(SHORT),
+        f"checkpoint {LONGEST}": lambda: checkpoint_sample(LONGEST),
+    }
+    with common.phase(f"{ROUNDS} alternating rounds of {SAMPLES} receipts per ledger length, and of checkpoints"):
+        took = rounds(paths, count=ROUNDS, samples=SAMPLES)
     print(f"\n== operation complete (a receipt) with {SHORT}, {LONG} and {LONGEST} operations in the mission's ledger")
     p = {length: show(f"operation complete, {length} operations in the ledger", took[length]) for length in (SHORT, LONG, LONGEST)}
     for length in (LONG, LONGEST):
         common.figure(f"operation complete {length} / {SHORT}", p[length] / p[SHORT], "×", ".2f")
+    checkpoint = {length: show(f"agent checkpoint (service), {length} operations in the ledger", took[f"checkpoint {length}"]) for length in (SHORT, LONGEST)}
+    common.figure(f"agent checkpoint {LONGEST} / {SHORT}", checkpoint[LONGEST] / checkpoint[SHORT], "×", ".2f")
     common.load_note()
     for length in (LONG, LONGEST):
         ISSUE_20.append((f"operation complete p50, {length} vs {SHORT} operations in the ledger", p[length] / p[SHORT], "<=", 1.2))

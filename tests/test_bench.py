@@ -61,6 +61,7 @@ def test_bench_vs_langgraph_prints_every_path_and_goal(bench_env):
         "operation complete, 10 operations in the ledger:",
         "operation complete, 100 operations in the ledger:",
         "operation complete, 300 operations in the ledger:",
+        "agent checkpoint (service), 300 operations in the ledger:",
     ):
         assert figure in out, figure
     goals, issue_20 = out.split("Goals of issues 10 and 11")[1].split("Goals of issue 20")
