@@ -115,18 +115,13 @@ def blobs_referenced(checkpoints: QuerySet[Checkpoint]) -> set[str]:
     groups: set[str] = set()
     for checkpoint in rows.iterator(chunk_size=2000):
         found.update(checkpoint.state_refs.values())
-        groups.update(ledger_groups(checkpoint.state_refs))
+        groups.update(sections.ledger_groups(checkpoint.state_refs).values())
         found.update(sha for sha in (*checkpoint.agent_map.refs.values(), *checkpoint.agent_delta.values()) if sha)
-    return found | group_chunks(groups)
+    return found | chunks_named_by(groups)
 
 
-def ledger_groups(refs: dict[str, str]) -> set[str]:
-    """The blobs of a state document's ledger groups."""
-    return {sha for name, sha in refs.items() if sections.group_of(name) is not None}
-
-
-def group_chunks(groups: Iterable[str]) -> set[str]:
-    """The chunk blobs these ledger groups name."""
+def chunks_named_by(groups: Iterable[str]) -> set[str]:
+    """The chunk blobs these ledger groups' blobs name (read a batch at a time)."""
     found: set[str] = set()
     wanted = sorted(set(groups))
     for i in range(0, len(wanted), DELETE_BATCH):
@@ -207,10 +202,10 @@ def referenced_by_checkpoints(hashes: set[str]) -> set[str]:
     for refs in RefMap.objects.values_list("refs", flat=True).iterator(chunk_size=2000):
         # (A compaction report is a shared map too: its values are no blob references.)
         found.update(hashes.intersection(value for value in refs.values() if isinstance(value, str)))
-        groups.update(ledger_groups(refs))
+        groups.update(sections.ledger_groups(refs).values())
     for delta in Checkpoint.objects.values_list("agent_delta", flat=True).iterator(chunk_size=2000):
         found.update(hashes.intersection(delta.values()))
-    return found | hashes.intersection(group_chunks(groups))
+    return found | hashes.intersection(chunks_named_by(groups))
 
 
 # The chunk refs of the ledger groups `groups` (a SELECT of part refs, aliased `part`, of which
@@ -245,8 +240,8 @@ def referenced_by_current_documents(hashes: set[str]) -> set[str]:
     groups: set[str] = set()
     for refs in missions._default_manager.values_list("state_refs", flat=True).iterator(chunk_size=2000):
         found.update(hashes.intersection((refs or {}).values()))
-        groups.update(ledger_groups(refs or {}))
-    return found | hashes.intersection(group_chunks(groups))
+        groups.update(sections.ledger_groups(refs or {}).values())
+    return found | hashes.intersection(chunks_named_by(groups))
 
 
 def blob_writers_guard_expression() -> RawSQL | None:

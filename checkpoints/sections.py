@@ -194,7 +194,7 @@ def ledger_change(chunk: LedgerChunk, item: dict[str, Any], group_size: int) -> 
     its own."""
     [(name, content)] = chunk_with(chunk.first, chunk.content, item).items()
     first = chunk_of(name)[1]  # type: ignore[index]
-    index = json.loads(chunk.group) if chunk.group_first is not None else {}
+    index = group_chunks(chunk.group) if chunk.group_first is not None else {}
     if chunk.group_first is None or (name not in index and len(index) >= LEDGER_FANOUT):
         group_first, index, size = first, {}, 0
     else:
@@ -207,6 +207,11 @@ def ledger_change(chunk: LedgerChunk, item: dict[str, Any], group_size: int) -> 
 def group_chunks(group: bytes) -> dict[str, str]:
     """A group's map of chunk refs, from its stored content."""
     return json.loads(group)
+
+
+def ledger_groups(refs: dict[str, str]) -> dict[str, str]:
+    """A document's ledger groups among its refs ({part name: blob sha256})."""
+    return {name: sha for name, sha in refs.items() if group_of(name) is not None}
 
 
 _DECODER = json.JSONDecoder()

@@ -120,7 +120,7 @@ def ledger_expanded(refs: dict[str, str], contents: dict[str, bytes] | None = No
     leaves out a part."""
     if contents is None:
         contents = blobs_get(list(refs.values()))
-    groups = {name: sha for name, sha in refs.items() if sections.group_of(name) is not None}
+    groups = sections.ledger_groups(refs)
     if not groups:
         return refs, contents
     if missing := [sha for sha in groups.values() if sha not in contents]:

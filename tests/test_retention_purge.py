@@ -8,7 +8,7 @@ from django.core.management import CommandError, call_command
 from django.utils import timezone
 
 from checkpoints.models import Blob, Checkpoint, Operation, OperationEvent, PurgeLog, Record, RetentionPolicy
-from checkpoints.services import checkpoint_documents, parts_get
+from checkpoints.services import checkpoint_documents, ledger_expanded, parts_get
 from quests.models import Approval, AuditEvent, Constraint, Hold, IdempotentRequest, MemoryItem, MemoryProposal, Milestone, Mission
 from quests.retention.services import expiry, holds, policy, purge
 from quests.services.audit import Actor
@@ -42,7 +42,8 @@ def finished_mission(agent, person, title: str, *, secret: str = "s3cret", share
 def blob_refs(mission_id: int) -> set[str]:
     refs: set[str] = set()
     for cp in Checkpoint.objects.filter(mission_id=mission_id):
-        refs |= set(cp.state_refs.values()) | set(cp.agent_state_refs.values())
+        # The ledger's chunks too, which only its groups name (save-state format 3).
+        refs |= set(cp.state_refs.values()) | set(ledger_expanded(cp.state_refs)[0].values()) | set(cp.agent_state_refs.values())
     refs |= set(Record.objects.filter(mission_id=mission_id, blob__isnull=False).values_list("blob_id", flat=True))
     return refs
 

@@ -73,7 +73,7 @@ def chunk_names(refs: dict[str, str]) -> list[str]:
 
 
 def group_names(refs: dict[str, str]) -> list[str]:
-    return sorted((name for name in refs if sections.group_of(name) is not None), key=sections.group_of)
+    return sorted(sections.ledger_groups(refs), key=sections.group_of)
 
 
 def test_the_ledger_is_kept_in_chunks_that_equal_the_rebuild(actor, small_chunks):

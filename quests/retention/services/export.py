@@ -10,7 +10,6 @@ from django.utils import timezone
 
 from checkpoints import sections
 from checkpoints.models import Checkpoint, Operation, Record
-from checkpoints.pruning import ledger_groups
 from checkpoints.services import blobs_get, ledger_expanded
 from quests.jsonstream import RawJson, iter_json
 from quests.models import AgentToken, AuditEvent, MemoryItem, MemoryProposal, Mission
@@ -143,7 +142,8 @@ def _checkpoints_export(checkpoints: QuerySet) -> Iterator[dict[str, Any]]:
 
 def _chunk_hashes(checkpoint: Checkpoint, contents: dict[str, bytes]) -> list[str]:
     """The ledger chunks the checkpoint's groups name (read with the groups' blobs)."""
-    return [sha for group in ledger_groups(checkpoint.state_refs) if group in contents for sha in sections.group_chunks(contents[group]).values()]
+    groups = sections.ledger_groups(checkpoint.state_refs).values()
+    return [sha for group in groups if group in contents for sha in sections.group_chunks(contents[group]).values()]
 
 
 def _part_hashes(checkpoint: Checkpoint) -> list[str]:

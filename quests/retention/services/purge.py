@@ -12,8 +12,9 @@ from django.db import transaction
 from django.db.models import Exists, OuterRef, Q, QuerySet
 from django.utils import timezone
 
+from checkpoints import sections
 from checkpoints.models import Blob, Checkpoint, Operation, OperationEvent, PurgeLog, Record, RetentionPolicy, SnapshotRequest
-from checkpoints.pruning import blobs_collect_garbage, blobs_referenced, group_chunks, ledger_groups
+from checkpoints.pruning import blobs_collect_garbage, blobs_referenced, chunks_named_by
 from quests.langgraph.models import GraphWrite
 from quests.models import (
     TERMINAL_STATUSES,
@@ -200,8 +201,8 @@ def _blob_refs_of(ids: list[int]) -> set[str]:
     groups: set[str] = set()
     for state_refs in Mission.objects.filter(pk__in=ids).values_list("state_refs", flat=True):
         refs.update((state_refs or {}).values())
-        groups.update(ledger_groups(state_refs or {}))
-    refs.update(group_chunks(groups))
+        groups.update(sections.ledger_groups(state_refs or {}).values())
+    refs.update(chunks_named_by(groups))
     refs.update(blobs_referenced(Checkpoint.objects.filter(mission_id__in=ids)))
     refs.update(Record.objects.filter(mission_id__in=ids, blob__isnull=False).values_list("blob_id", flat=True))
     return refs
