@@ -53,6 +53,11 @@ def test_a_decision_after_logging_out_in_another_tab_leads_to_the_login_and_back
     other = context.new_page()
     other.goto(page.url)
     other.get_by_role("button", name="Log out").click()
+    # The session has ended once the other tab shows the login page. Closing the tab before its
+    # navigation committed also hangs Chromium's close for good (crbug.com/536385539): `close`
+    # answered, the tab never went, and the test waited until pytest-timeout's 10 minutes.
+    other.wait_for_url("**/accounts/login/**")
+    other.wait_for_load_state()
     other.close()
     page.get_by_role("button", name="Approve", exact=True).click()
     # A whole page, not the login page nested inside the inbox.
